@@ -1,0 +1,57 @@
+"""Register agentbench-poad's environments whenever gymnasium is imported.
+
+Gymnasium 1.x dropped the ``gymnasium.envs`` entry-point plugin system, yet
+``import gymnasium as gym; gym.make("Overcooked-TomatoSalad-v0")`` must work with no other
+import. The installed ``agentbench_poad-gymnasium.pth`` imports this module at interpreter start;
+it only appends a finder to ``sys.meta_path`` (no other import), and the finder registers the
+package's ids right after ``gymnasium`` finishes importing. Any failure is reported as a warning
+and never breaks the import of gymnasium.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+class _AfterGymnasiumImport:
+    """A meta-path finder that wraps the loader of the top-level ``gymnasium`` package."""
+
+    def find_spec(self, name, path=None, target=None):  # noqa: ANN001 - importlib protocol
+        if name != "gymnasium":
+            return None
+        sys.meta_path.remove(self)  # one-shot: also avoids recursion in find_spec below
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_register(module):  # noqa: ANN001
+            exec_module(module)
+            _register()
+
+        spec.loader.exec_module = exec_then_register
+        return spec
+
+
+def _register() -> None:
+    try:
+        from agentbench_poad.environments import register_envs
+
+        register_envs()
+    except Exception as exc:  # never break `import gymnasium`
+        import warnings
+
+        warnings.warn(f"agentbench-poad could not register its environments: {exc!r}", stacklevel=2)
+
+
+def install() -> None:
+    """Register now if gymnasium is already imported, else after it is."""
+    if "gymnasium" in sys.modules:
+        _register()
+    elif not any(isinstance(f, _AfterGymnasiumImport) for f in sys.meta_path):
+        sys.meta_path.append(_AfterGymnasiumImport())
+
+
+install()

@@ -1,0 +1,74 @@
+"""The ``agentbench-poad`` command line.
+
+Each command group lives in its own module of this package and exposes
+``add_parser(subparsers)``, which adds its sub-parser(s) and sets ``func`` to a callable taking
+the parsed ``argparse.Namespace`` and returning an exit code. Heavy imports (torch, docker)
+happen inside those callables, so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from agentbench_poad.version import __version__
+
+#: Command modules, in the order their commands appear in ``--help``.
+COMMAND_MODULES = (
+    "quickstart",
+    "envs",
+    "train",
+    "evaluate",
+    "leaderboard",
+    "data",
+    "sandbox",
+    "model",
+)
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentbench-poad",
+        description=(
+            "Benchmark LLM agents trained with RL on text environments (Overcooked, "
+            "VirtualHome, DataSciCoding) against POAD, NTPO and TWOSOME."
+        ),
+        epilog="Run `agentbench-poad COMMAND --help` for the options of a command.",
+        formatter_class=_Formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"agentbench-poad {__version__}")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        qualified = f"agentbench_poad.cli.{name}"
+        try:
+            module = importlib.import_module(qualified)
+        except ModuleNotFoundError as exc:
+            if exc.name == qualified:  # this command group is not part of this build
+                continue
+            raise
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

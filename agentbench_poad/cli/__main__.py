@@ -1,0 +1,5 @@
+import sys
+
+from agentbench_poad.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The datascicoding environment family (work in progress)."""

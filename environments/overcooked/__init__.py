@@ -1,0 +1,1 @@
+"""The overcooked environment family (work in progress)."""

@@ -1,0 +1,1 @@
+"""The virtualhome environment family (work in progress)."""
