@@ -51,7 +51,8 @@ def install() -> None:
     if "gymnasium" in sys.modules:
         _register()
     elif not any(isinstance(f, _AfterGymnasiumImport) for f in sys.meta_path):
-        sys.meta_path.append(_AfterGymnasiumImport())
+        # First in line: appended after PathFinder it would never see `import gymnasium`.
+        sys.meta_path.insert(0, _AfterGymnasiumImport())
 
 
 install()

@@ -7,7 +7,8 @@ the task tables, never an engine, so ``import gymnasium`` stays fast.
 
 from __future__ import annotations
 
-import gymnasium as gym
+# gymnasium is imported inside the functions: importing it here would fire the registration hook
+# (_agentbench_poad_hook) while this module is half-initialised, before register_envs exists.
 
 FAMILIES = ("overcooked", "virtualhome", "datascicoding")
 
@@ -35,6 +36,8 @@ def describe(env_id: str) -> str:
 
 def registered_ids(family: str | None = None) -> list[str]:
     """The ids this package registered, optionally of one family, sorted."""
+    import gymnasium as gym
+
     register_envs()
     ids = []
     for env_id, spec in gym.registry.items():

@@ -1,0 +1,185 @@
+"""Generalised advantage estimation at action and token granularity (REFERENCE_SPEC §4.4).
+
+Three backups share one recursion. Time runs over rollout steps ``t``; inside step ``t`` the
+action has tokens ``w^1..w^n`` (``n`` may differ per step and env) and the token critic gives
+``V_t^j``, the value *before* token ``j``:
+
+* **action level** (TWOSOME): ``δ_t = r_t + γ m_{t+1} V_{t+1} − V_t``, ``A_t = δ_t + γλ m_{t+1}
+  A_{t+1}``;
+* **token level** (POAD's BAD, NTPO): on the last token ``δ = r_t + γ m_{t+1} V_{t+1}^1 − V_t^n``
+  and ``A_t^n = δ + γλ m_{t+1} A_{t+1}^1``; on an inner token ``δ = c V_t^{j+1} − V_t^j`` and
+  ``A_t^j = δ + cλ A_t^{j+1}``, where ``c`` is the *intra-action* discount: ``c = 1`` is BAD
+  (POAD: no discount inside an action, so every token is credited with the action's return) and
+  ``c = γ`` is NTPO (every token discounted as if it were an environment step).
+
+``m_{t+1} = 1 − dones[t]``: ``dones[t]`` says the episode ended with step ``t`` (the env
+auto-reset), so nothing is bootstrapped across it. Returns are ``R = A + V``.
+
+The implementation loops over ``T`` only. Inside an action the token recursion is a reversed
+discounted cumulative sum, computed for all envs and tokens at once as a product with an upper
+triangular matrix of powers of ``cλ`` (no division by powers, so no overflow for long actions).
+Inputs may be NumPy arrays or torch tensors; the result has the same kind (and, for torch, the
+dtype and device of ``values``). The arithmetic is float64.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["action_level_gae", "token_level_gae", "discount_matrix"]
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _to_numpy(x: Any, dtype: Any = np.float64) -> np.ndarray:
+    if _is_torch(x):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=dtype)
+
+
+def _like(result: np.ndarray, reference: Any) -> Any:
+    """Return ``result`` as the same kind of array as ``reference``."""
+    if _is_torch(reference):
+        import torch
+
+        dtype = reference.dtype if reference.is_floating_point() else torch.float32
+        return torch.as_tensor(result, dtype=dtype, device=reference.device)
+    dtype = reference.dtype if np.issubdtype(np.asarray(reference).dtype, np.floating) else np.float64
+    return result.astype(dtype, copy=False)
+
+
+def discount_matrix(length: int, factor: float) -> np.ndarray:
+    """``W[j, k] = factor ** (k − j)`` for ``k ≥ j`` else 0, shape ``(length, length)``.
+
+    ``x @ W.T`` is the reversed discounted cumulative sum ``y_j = Σ_{k≥j} factor^{k−j} x_k``.
+    """
+    offsets = np.arange(length)[None, :] - np.arange(length)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        powers = np.power(float(factor), np.maximum(offsets, 0).astype(np.float64))
+    return np.where(offsets >= 0, powers, 0.0)
+
+
+def action_level_gae(
+    rewards: Any,
+    values: Any,
+    dones: Any,
+    next_value: Any,
+    *,
+    gamma: float,
+    lam: float,
+) -> tuple[Any, Any]:
+    """Action-level GAE (TWOSOME's backup).
+
+    Args:
+        rewards: ``(T, N)`` env rewards of each rollout step.
+        values: ``(T, N)`` critic values ``V_t`` of the observation each step acted on.
+        dones: ``(T, N)`` whether the episode ended with step ``t``.
+        next_value: ``(N,)`` value of the observation after the last rollout step.
+        gamma: discount ``γ``.
+        lam: GAE ``λ``.
+
+    Returns:
+        ``(advantages, returns)``, each ``(T, N)``, of the same kind as ``values``.
+    """
+    r = _to_numpy(rewards)
+    v = _to_numpy(values)
+    d = _to_numpy(dones)
+    nv = _to_numpy(next_value)
+    if r.ndim != 2 or v.shape != r.shape or d.shape != r.shape or nv.shape != r.shape[1:]:
+        raise ValueError(
+            "action_level_gae expects rewards/values/dones of shape (T, N) and next_value (N,); "
+            f"got {r.shape}, {v.shape}, {d.shape}, {nv.shape}"
+        )
+    steps = r.shape[0]
+    advantages = np.zeros_like(v)
+    running = np.zeros_like(nv)
+    following_value = nv
+    for t in reversed(range(steps)):
+        keep = 1.0 - d[t]
+        delta = r[t] + gamma * keep * following_value - v[t]
+        running = delta + gamma * lam * keep * running
+        advantages[t] = running
+        following_value = v[t]
+    returns = advantages + v
+    return _like(advantages, values), _like(returns, values)
+
+
+def token_level_gae(
+    rewards: Any,
+    values: Any,
+    token_mask: Any,
+    dones: Any,
+    next_value: Any,
+    *,
+    gamma: float,
+    lam: float,
+    intra_gamma: float,
+) -> tuple[Any, Any]:
+    """Token-level GAE: BAD (``intra_gamma=1``, POAD) or the naive backup (``intra_gamma=gamma``, NTPO).
+
+    Args:
+        rewards: ``(T, N)`` env rewards of each rollout step (credited to the action's last token).
+        values: ``(T, N, L)`` token values; ``values[t, i, j]`` is the value before token ``j + 1``.
+        token_mask: ``(T, N, L)`` bool, True at real action tokens; each row is a non-empty prefix.
+        dones: ``(T, N)`` whether the episode ended with step ``t``.
+        next_value: ``(N,)`` value before the first token after the last rollout step (the
+            bootstrap observation's value).
+        gamma: discount ``γ`` between environment steps.
+        lam: GAE ``λ`` (applied between steps and between tokens).
+        intra_gamma: discount between the tokens of one action (1 = BAD, ``gamma`` = NTPO).
+
+    Returns:
+        ``(advantages, returns)``, each ``(T, N, L)`` and 0 at pads, of the same kind as ``values``.
+    """
+    r = _to_numpy(rewards)
+    v = _to_numpy(values)
+    mask = _to_numpy(token_mask, dtype=bool)
+    d = _to_numpy(dones)
+    nv = _to_numpy(next_value)
+    if v.ndim != 3 or mask.shape != v.shape or r.shape != v.shape[:2] or d.shape != r.shape:
+        raise ValueError(
+            "token_level_gae expects rewards/dones (T, N) and values/token_mask (T, N, L); "
+            f"got {r.shape}, {d.shape}, {v.shape}, {mask.shape}"
+        )
+    if nv.shape != r.shape[1:]:
+        raise ValueError(f"next_value must have shape (N,) = {r.shape[1:]}, got {nv.shape}")
+    lengths = mask.sum(axis=-1)
+    if (lengths == 0).any():
+        raise ValueError("every action needs at least one token (a token_mask row is all False)")
+    if (mask[..., 1:] & ~mask[..., :-1]).any():
+        raise ValueError("token_mask rows must be prefixes (True on real tokens, then padding)")
+
+    steps, _, width = v.shape
+    v = np.where(mask, v, 0.0)
+    last = lengths - 1  # index of each action's last token, (T, N)
+    positions = np.arange(width)
+    is_last = positions == last[..., None]
+
+    # Inner-token TD errors c·V^{j+1} − V^j for every token; the last token's is replaced below.
+    shifted = np.concatenate([v[..., 1:], np.zeros_like(v[..., :1])], axis=-1)
+    inner_delta = np.where(mask & ~is_last, intra_gamma * shifted - v, 0.0)
+    weights = discount_matrix(width, intra_gamma * lam).T  # reversed discounted cumsum over j
+    # (cλ)^{n−j}: how much of the last token's advantage reaches token j.
+    to_last = np.where(
+        mask, np.power(float(intra_gamma * lam), np.maximum(last[..., None] - positions, 0)), 0.0
+    )
+    last_value = np.take_along_axis(v, last[..., None], axis=-1)[..., 0]  # V_t^n, (T, N)
+
+    advantages = np.zeros_like(v)
+    next_first_value = nv  # V_{t+1}^1
+    next_first_advantage = np.zeros_like(nv)  # A_{t+1}^1 (0 beyond the rollout)
+    for t in reversed(range(steps)):
+        keep = 1.0 - d[t]
+        last_advantage = (
+            r[t] + gamma * keep * next_first_value - last_value[t]
+            + gamma * lam * keep * next_first_advantage
+        )
+        advantages[t] = inner_delta[t] @ weights + to_last[t] * last_advantage[:, None]
+        next_first_value = v[t, :, 0]
+        next_first_advantage = advantages[t, :, 0]
+    returns = np.where(mask, advantages + v, 0.0)
+    return _like(advantages, values), _like(returns, values)

@@ -1,0 +1,241 @@
+"""The configuration shared by the PPO agents (POAD, NTPO, TWOSOME) and its presets.
+
+Each algorithm has its own dataclass (``POADConfig`` in ``baselines/poad.py`` ...) that subclasses
+:class:`PPOConfig` and declares the paper's best hyper-parameters (Appendix J, tables 10-17) per
+environment family in ``PRESETS``. ``Config.preset("overcooked")`` returns those values; any field
+can still be overridden (``Config.preset("overcooked", lr=1e-6)``).
+
+Field docstrings follow each field (read them in the source or with ``help(PPOConfig)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = ["FAMILIES", "PPOConfig", "family_of"]
+
+#: Environment families with presets, keyed by the prefix of their ids (``Overcooked-...``).
+FAMILIES: dict[str, str] = {
+    "overcooked": "Overcooked-",
+    "virtualhome": "VirtualHome-",
+    "datascicoding": "DataSciCoding-",
+}
+
+
+def family_of(env_id: str) -> str | None:
+    """The preset family of an environment id (``"overcooked"`` ...), or None for other ids."""
+    for family, prefix in FAMILIES.items():
+        if env_id.startswith(prefix):
+            return family
+    return None
+
+
+@dataclass
+class PPOConfig:
+    """Hyper-parameters of one PPO agent run (defaults: the reference's global defaults, §4.6)."""
+
+    # -- optimisation --------------------------------------------------------------------------
+    lr: float = 1e-6
+    """Policy (LoRA) learning rate, AdamW eps 1e-5, no schedule."""
+    critic_lr: float = 5e-5
+    """Critic head learning rate, AdamW eps 1e-5, no schedule."""
+    gamma: float = 0.95
+    """Discount between environment steps."""
+    lam: float = 0.95
+    """GAE lambda (applied between steps and, for token-level backups, between tokens)."""
+    epochs: int = 1
+    """PPO epochs over each rollout batch."""
+    num_minibatches: int = 4
+    """Minibatches per epoch (drawn without replacement over the rollout's action samples)."""
+    grad_accum_steps: int = 1
+    """Policy chunks per minibatch with accumulated gradients (exact: memory only)."""
+    clip: float = 0.2
+    """PPO ratio clip, also used to clip the value update."""
+    value_coef: float = 0.5
+    """Weight of the value loss."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus."""
+    max_grad_norm: float = 0.5
+    """Grad-norm clip of each network."""
+    target_kl: float | None = 0.02
+    """Skip a minibatch's policy step when its k3 KL estimate exceeds this (None: never)."""
+    normalize_advantages: bool = True
+    """Normalise advantages per minibatch over real tokens (population std)."""
+    train_policy: bool = True
+    """False trains the critic only (the critic-only case study of §4.7)."""
+
+    # -- rollouts ------------------------------------------------------------------------------
+    num_envs: int = 4
+    """Parallel environments ("rollout threads")."""
+    rollout_length: int = 32
+    """Steps per environment per update; batch = num_envs × rollout_length action samples."""
+
+    # -- model ---------------------------------------------------------------------------------
+    dtype: str = "float32"
+    """Dtype of the frozen base model weights ("float32", "bfloat16", "float16"); LoRA and the
+    critic always train in fp32 (deviation from the reference's pure fp16, §5.1.5)."""
+    device: str = "cpu"
+    """Torch device of the policy and critic."""
+    lora_r: int = 8
+    """LoRA rank."""
+    lora_alpha: int = 16
+    """LoRA alpha."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    lora_target_modules: tuple[str, ...] = ("q_proj", "v_proj")
+    """Modules that get LoRA adapters."""
+    critic_hidden_sizes: tuple[int, ...] = (1024, 512)
+    """Hidden widths of the critic's MLP head on the frozen features."""
+    normalization: str = "word"
+    """Action-likelihood normalisation over candidates: "word", "token" or "sum"."""
+    temperature: float = 0.5
+    """Sampling temperature of open-action (generated) actions."""
+    top_k: int = 50
+    """Top-k of open-action sampling."""
+    max_new_tokens: int = 128
+    """Longest generated action (tokens)."""
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    eval_every: int = 10
+    """Greedy evaluation every this many updates (and after the last); 0 disables."""
+    eval_episodes: int = 4
+    """Greedy episodes per evaluation."""
+    checkpoint_every: int = 1
+    """Save a checkpoint every this many updates (and after the last)."""
+    keep_checkpoints: int = 2
+    """How many most recent checkpoints to keep."""
+
+    #: Per-family overrides (the paper's Appendix J); set by each algorithm's subclass.
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: Families the algorithm cannot run (family -> reason).
+    UNSUPPORTED: ClassVar[dict[str, str]] = {}
+
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form notes stored with the run (not used by the algorithms)."""
+
+    def __post_init__(self) -> None:
+        self.lora_target_modules = tuple(self.lora_target_modules)
+        self.critic_hidden_sizes = tuple(int(h) for h in self.critic_hidden_sizes)
+        positive = {
+            "lr": self.lr, "critic_lr": self.critic_lr, "clip": self.clip,
+            "max_grad_norm": self.max_grad_norm, "temperature": self.temperature,
+        }
+        for name, value in positive.items():
+            if not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+        for name in ("gamma", "lam"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        for name in ("epochs", "num_minibatches", "grad_accum_steps", "num_envs",
+                     "rollout_length", "lora_r", "lora_alpha", "top_k", "max_new_tokens",
+                     "checkpoint_every", "keep_checkpoints"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for name in ("eval_every", "eval_episodes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        for name in ("value_coef", "entropy_coef", "lora_dropout"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.target_kl is not None and not self.target_kl > 0:
+            raise ValueError(f"target_kl must be > 0 or None, got {self.target_kl!r}")
+        if self.normalization not in ("word", "token", "sum"):
+            raise ValueError(
+                f"normalization must be 'word', 'token' or 'sum', got {self.normalization!r}"
+            )
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+        if self.num_minibatches > self.num_envs * self.rollout_length:
+            raise ValueError(
+                f"num_minibatches={self.num_minibatches} exceeds the batch of "
+                f"num_envs*rollout_length={self.num_envs * self.rollout_length} samples"
+            )
+
+    @property
+    def batch_size(self) -> int:
+        """Action samples per update."""
+        return self.num_envs * self.rollout_length
+
+    @classmethod
+    def preset(cls, family: str | None, **overrides: Any) -> PPOConfig:
+        """The paper's hyper-parameters for an environment family, with ``overrides`` on top.
+
+        Args:
+            family: ``"overcooked"``, ``"virtualhome"``, ``"datascicoding"``, or None for the
+                plain defaults.
+            **overrides: field values that replace the preset's.
+        """
+        if family is not None and family in cls.UNSUPPORTED:
+            raise ValueError(f"{cls.__name__} has no {family!r} preset: {cls.UNSUPPORTED[family]}")
+        if family is not None and family not in cls.PRESETS:
+            raise ValueError(
+                f"unknown preset {family!r} for {cls.__name__}; choose one of "
+                f"{sorted(cls.PRESETS)} (or None for the defaults)"
+            )
+        values = dict(cls.PRESETS.get(family, {})) if family is not None else {}
+        values.update(overrides)
+        return cls(**values)
+
+    def replace(self, **overrides: Any) -> PPOConfig:
+        """A copy with some fields replaced (validated again)."""
+        return dataclasses.replace(self, **overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready field values."""
+        values = dataclasses.asdict(self)
+        for key, value in values.items():
+            if isinstance(value, tuple):
+                values[key] = list(value)
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> PPOConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error naming them."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} fields {unknown}; valid: {sorted(names)}")
+        return cls(**values)
+
+    @classmethod
+    def coerce_overrides(cls, pairs: dict[str, str]) -> dict[str, Any]:
+        """Parse ``{"lr": "1e-5", ...}`` strings (from the CLI) into typed field values."""
+        import json
+
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        parsed: dict[str, Any] = {}
+        for key, text in pairs.items():
+            if key not in fields:
+                raise ValueError(f"unknown {cls.__name__} field {key!r}; valid: {sorted(fields)}")
+            default = getattr(cls, key, None) if key != "extra" else {}
+            if isinstance(default, bool):
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(f"{key} takes true/false, got {text!r}")
+                parsed[key] = text.lower() in ("true", "1")
+            elif isinstance(default, int):
+                parsed[key] = int(text)
+            elif isinstance(default, float) or default is None:
+                parsed[key] = None if text.lower() == "none" else float(text)
+            elif isinstance(default, tuple):
+                parsed[key] = tuple(type(default[0])(x) for x in text.split(",") if x)
+            elif isinstance(default, str):
+                parsed[key] = text
+            else:
+                parsed[key] = json.loads(text)
+        return parsed
+
+    def ppo_settings(self):  # -> PPOSettings (torch import kept lazy)
+        """The :class:`~agentbench_poad.rl.ppo.PPOSettings` of this config."""
+        from agentbench_poad.rl.ppo import PPOSettings
+
+        return PPOSettings(
+            epochs=self.epochs, num_minibatches=self.num_minibatches,
+            grad_accum_steps=self.grad_accum_steps, clip=self.clip, value_coef=self.value_coef,
+            entropy_coef=self.entropy_coef, max_grad_norm=self.max_grad_norm,
+            target_kl=self.target_kl, normalize_advantages=self.normalize_advantages,
+        )

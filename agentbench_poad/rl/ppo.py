@@ -1,0 +1,456 @@
+"""PPO losses and the shared update loop (REFERENCE_SPEC §4.5).
+
+Action-level and token-level PPO are the same computation on tensors of shape ``(B, L)`` with a
+mask: a token-level sample has one column per action token, an action-level sample has ``L = 1``.
+An algorithm therefore only tells :func:`ppo_update` how to recompute its log-probabilities,
+entropies and values for a set of samples; the clipping, masking, KL guard, gradient accumulation
+and optimiser steps live here, once.
+
+Per minibatch (the reference's order): one critic step on the clipped value loss, then the policy
+step, accumulated over ``grad_accum_steps`` chunks; when the k3 estimate of KL(old‖new) over the
+minibatch exceeds ``target_kl`` the accumulated policy gradients are discarded and the minibatch's
+policy step is skipped (later minibatches and epochs still run).
+
+Deliberate deviations from the reference, each chosen so that gradient accumulation is exact
+(the accumulated step equals the un-accumulated one):
+
+* advantages are normalised once per minibatch over real tokens (``mask``), with the population
+  std, for both granularities (the reference drops every exact 0.0 entry as if it were padding,
+  §5.1.4, and TWOSOME normalises per accumulation chunk);
+* masked means divide by the number of real entries of the whole minibatch, not of the chunk;
+* the logged policy loss is the minibatch mean (the reference logs the last chunk × chunks,
+  §5.1.11).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = [
+    "PPOSettings",
+    "PolicyEvaluation",
+    "PPOBatch",
+    "masked_mean",
+    "normalize_advantages",
+    "clipped_surrogate_loss",
+    "clipped_value_loss",
+    "approx_kl_k3",
+    "accumulate_policy_gradients",
+    "ppo_update",
+    "make_adamw",
+    "PPOAgent",
+    "pad_rows",
+    "pad_columns",
+]
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """Knobs of one PPO update (filled from an algorithm config).
+
+    Attributes:
+        epochs: passes over the rollout batch.
+        num_minibatches: minibatches per epoch (samples drawn without replacement).
+        grad_accum_steps: policy chunks per minibatch whose gradients are accumulated.
+        clip: PPO ratio clip ε, also the value clip.
+        value_coef: weight of the value loss.
+        entropy_coef: weight of the entropy bonus.
+        max_grad_norm: global grad-norm clip of each network.
+        target_kl: skip a minibatch's policy step when its k3 KL exceeds this (None: never).
+        normalize_advantages: normalise advantages per minibatch over real entries.
+    """
+
+    epochs: int = 1
+    num_minibatches: int = 4
+    grad_accum_steps: int = 1
+    clip: float = 0.2
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    target_kl: float | None = 0.02
+    normalize_advantages: bool = True
+
+
+@dataclass
+class PolicyEvaluation:
+    """What the current policy says about a set of samples (with grad).
+
+    Attributes:
+        log_probs: ``(b, L)`` log-probabilities of the stored actions (tokens, or ``L = 1``).
+        entropy: ``(b, L)`` entropy at each position.
+    """
+
+    log_probs: torch.Tensor
+    entropy: torch.Tensor
+
+
+@dataclass
+class PPOBatch:
+    """A flattened on-policy batch of ``B`` samples, aligned on a ``(B, L)`` grid.
+
+    Attributes:
+        old_log_probs: ``(B, L)`` log-probs at sampling time.
+        advantages: ``(B, L)`` advantages (0 at pads).
+        returns: ``(B, L)`` value targets.
+        old_values: ``(B, L)`` values at sampling time.
+        mask: ``(B, L)`` bool, True at real entries.
+        extras: anything the algorithm needs to recompute log-probs and values (lists of
+            prompts, token ids, candidates ...), indexed by sample.
+    """
+
+    old_log_probs: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    old_values: torch.Tensor
+    mask: torch.Tensor
+    extras: dict[str, Sequence[Any]]
+    value_mask: torch.Tensor | None = None
+    """``(B, L)`` bool where values are real, when it differs from ``mask`` (e.g. an empty
+    generated action has a state value but no token to score)."""
+
+    def __len__(self) -> int:
+        return int(self.mask.shape[0])
+
+    def select(self, index: torch.Tensor) -> PPOBatch:
+        """The samples at ``index`` (a 1-D long tensor), as a new batch."""
+        positions = index.tolist()
+        return PPOBatch(
+            old_log_probs=self.old_log_probs[index],
+            advantages=self.advantages[index],
+            returns=self.returns[index],
+            old_values=self.old_values[index],
+            mask=self.mask[index],
+            value_mask=None if self.value_mask is None else self.value_mask[index],
+            extras={k: [v[i] for i in positions] for k, v in self.extras.items()},
+        )
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """Mean of ``x`` over ``mask``; ``count`` overrides the denominator (for exact accumulation)."""
+    mask = mask.to(x.dtype)
+    denominator = mask.sum() if count is None else count
+    return (x * mask).sum() / torch.clamp(torch.as_tensor(denominator, dtype=x.dtype), min=1.0)
+
+
+def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor, *, eps: float = 1e-8
+                         ) -> torch.Tensor:
+    """``(A − μ) / (σ + eps)`` over the real entries (population std); pads stay 0.
+
+    The reference selected "nonzero entries" as real, which also dropped true zero advantages
+    (REFERENCE_SPEC §5.1.4); the token mask is the right selector.
+    """
+    m = mask.to(advantages.dtype)
+    count = torch.clamp(m.sum(), min=1.0)
+    mean = (advantages * m).sum() / count
+    var = (((advantages - mean) * m) ** 2).sum() / count
+    return torch.where(mask, (advantages - mean) / (var.sqrt() + eps), torch.zeros_like(advantages))
+
+
+def clipped_surrogate_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    clip: float,
+) -> torch.Tensor:
+    """Element-wise PPO loss ``max(−ρÂ, −clip(ρ, 1−ε, 1+ε)Â)`` (mask and average it yourself)."""
+    ratio = torch.exp(log_probs - old_log_probs)
+    unclipped = -ratio * advantages
+    clipped = -torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages
+    return torch.maximum(unclipped, clipped)
+
+
+def clipped_value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip: float,
+) -> torch.Tensor:
+    """``mean(max(½(R − V_clip)², ½(R − V)²))`` over the mask, ``V_clip = V_old + clip(V − V_old)``.
+
+    Multiply by the value coefficient (0.5 in the paper) to get the reference's ``L_V``.
+    """
+    clipped_values = old_values + torch.clamp(values - old_values, -clip, clip)
+    error = torch.maximum(0.5 * (returns - clipped_values) ** 2, 0.5 * (returns - values) ** 2)
+    return masked_mean(error, mask)
+
+
+def approx_kl_k3(log_probs: torch.Tensor, old_log_probs: torch.Tensor, mask: torch.Tensor,
+                 count: float | torch.Tensor | None = None) -> torch.Tensor:
+    """k3 estimate of KL(old‖new): mean of ``(ρ − 1) − log ρ`` over the mask."""
+    log_ratio = log_probs - old_log_probs
+    return masked_mean(torch.exp(log_ratio) - 1.0 - log_ratio, mask, count)
+
+
+def make_adamw(parameters: Sequence[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    """The optimiser both networks use: AdamW, eps 1e-5, no weight decay (§4.5)."""
+    return torch.optim.AdamW(list(parameters), lr=lr, eps=1e-5, weight_decay=0.0)
+
+
+EvaluatePolicy = Callable[[PPOBatch], PolicyEvaluation]
+EvaluateValues = Callable[[PPOBatch], torch.Tensor]
+
+
+def accumulate_policy_gradients(
+    minibatch: PPOBatch,
+    advantages: torch.Tensor,
+    evaluate_policy: EvaluatePolicy,
+    settings: PPOSettings,
+) -> dict[str, float]:
+    """Backpropagate the minibatch's policy loss in ``grad_accum_steps`` chunks.
+
+    Every masked mean divides by the real-entry count of the whole minibatch, so the summed chunk
+    gradients equal the gradient of the un-chunked loss.
+
+    Returns:
+        ``policy_loss``, ``entropy`` and ``approx_kl`` of the minibatch (floats).
+    """
+    count = minibatch.mask.sum().to(advantages.dtype).clamp(min=1.0)
+    chunks = torch.arange(len(minibatch)).tensor_split(settings.grad_accum_steps)
+    totals = {"policy_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0}
+    for chunk_index in chunks:
+        if chunk_index.numel() == 0:
+            continue
+        chunk = minibatch.select(chunk_index)
+        mask = chunk.mask
+        chunk_advantages = advantages[chunk_index].to(mask.device)
+        evaluation = evaluate_policy(chunk)
+        old = chunk.old_log_probs.to(evaluation.log_probs.device)
+        mask = mask.to(evaluation.log_probs.device)
+        surrogate = clipped_surrogate_loss(
+            evaluation.log_probs, old, chunk_advantages.to(old.device), clip=settings.clip
+        )
+        policy_loss = masked_mean(surrogate, mask, count)
+        entropy = masked_mean(evaluation.entropy, mask, count)
+        (policy_loss - settings.entropy_coef * entropy).backward()
+        with torch.no_grad():
+            kl = approx_kl_k3(evaluation.log_probs, old, mask, count)
+        totals["policy_loss"] += float(policy_loss.detach())
+        totals["entropy"] += float(entropy.detach())
+        totals["approx_kl"] += float(kl)
+    return totals
+
+
+def _grad_norm_step(parameters: Sequence[torch.nn.Parameter], optimizer: torch.optim.Optimizer,
+                    max_grad_norm: float) -> float:
+    norm = torch.nn.utils.clip_grad_norm_(list(parameters), max_grad_norm)
+    optimizer.step()
+    return float(norm)
+
+
+def ppo_update(
+    batch: PPOBatch,
+    *,
+    evaluate_policy: EvaluatePolicy,
+    evaluate_values: EvaluateValues,
+    policy_parameters: Sequence[torch.nn.Parameter],
+    critic_parameters: Sequence[torch.nn.Parameter],
+    policy_optimizer: torch.optim.Optimizer,
+    critic_optimizer: torch.optim.Optimizer,
+    settings: PPOSettings,
+    generator: torch.Generator,
+    update_policy: bool = True,
+) -> dict[str, float]:
+    """Epochs × minibatches of clipped PPO on ``batch``; returns metrics averaged over minibatches.
+
+    Args:
+        batch: the flattened rollout.
+        evaluate_policy: recomputes log-probs and entropies of a sub-batch, with grad.
+        evaluate_values: recomputes the critic values ``(b, L)`` of a sub-batch, with grad.
+        policy_parameters: trainable policy parameters (grad-norm clipped together).
+        critic_parameters: critic parameters.
+        policy_optimizer: the policy's optimiser.
+        critic_optimizer: the critic's optimiser.
+        settings: the PPO knobs.
+        generator: CPU generator for the minibatch permutations.
+        update_policy: False trains the critic only (the case study of §4.7).
+
+    Returns:
+        ``value_loss``, ``policy_loss``, ``entropy``, ``approx_kl`` (means over minibatches),
+        ``critic_grad_norm``, ``policy_grad_norm`` (means over the steps taken), ``skipped_kl``
+        (policy steps skipped by the KL guard) and ``policy_steps``.
+    """
+    size = len(batch)
+    if settings.num_minibatches > size:
+        raise ValueError(
+            f"num_minibatches={settings.num_minibatches} exceeds the batch of {size} samples; "
+            "lower num_minibatches or collect more steps per update"
+        )
+    sums: dict[str, float] = {"value_loss": 0.0, "policy_loss": 0.0, "entropy": 0.0,
+                              "approx_kl": 0.0}
+    critic_norms: list[float] = []
+    policy_norms: list[float] = []
+    skipped = 0
+    minibatches = 0
+    for _ in range(settings.epochs):
+        order = torch.randperm(size, generator=generator)
+        for index in order.tensor_split(settings.num_minibatches):
+            minibatch = batch.select(index)
+            minibatches += 1
+
+            # Critic step first, as the reference does.
+            critic_optimizer.zero_grad(set_to_none=True)
+            values = evaluate_values(minibatch)
+            device = values.device
+            value_mask = minibatch.mask if minibatch.value_mask is None else minibatch.value_mask
+            value_loss = clipped_value_loss(
+                values, minibatch.old_values.to(device), minibatch.returns.to(device),
+                value_mask.to(device), clip=settings.clip,
+            )
+            (settings.value_coef * value_loss).backward()
+            critic_norms.append(_grad_norm_step(critic_parameters, critic_optimizer,
+                                                settings.max_grad_norm))
+            sums["value_loss"] += float(value_loss.detach())
+            if not update_policy:
+                continue
+
+            advantages = minibatch.advantages
+            if settings.normalize_advantages:
+                advantages = normalize_advantages(advantages, minibatch.mask)
+            policy_optimizer.zero_grad(set_to_none=True)
+            stats = accumulate_policy_gradients(minibatch, advantages, evaluate_policy, settings)
+            for key, value in stats.items():
+                sums[key] += value
+            if settings.target_kl is not None and stats["approx_kl"] > settings.target_kl:
+                policy_optimizer.zero_grad(set_to_none=True)  # discard; skip this step only
+                skipped += 1
+            else:
+                policy_norms.append(_grad_norm_step(policy_parameters, policy_optimizer,
+                                                    settings.max_grad_norm))
+    metrics = {key: value / max(minibatches, 1) for key, value in sums.items()}
+    metrics["critic_grad_norm"] = sum(critic_norms) / max(len(critic_norms), 1)
+    metrics["policy_grad_norm"] = sum(policy_norms) / max(len(policy_norms), 1)
+    metrics["skipped_kl"] = float(skipped)
+    metrics["policy_steps"] = float(len(policy_norms))
+    return metrics
+
+
+class PPOAgent:
+    """Base of the PPO agents: an LM policy, a critic head, two optimisers and the update loop.
+
+    An algorithm (``baselines/poad.py`` ...) subclasses it and supplies, top to bottom:
+
+    * ``make_critic()`` -- its value head;
+    * ``collect(prompts, available_actions, generator)`` -- choose actions and record values;
+    * ``bootstrap_values(prompts)`` -- values of the observations after the rollout;
+    * ``compute_advantages(buffer)`` -- its credit assignment;
+    * ``make_batch(buffer)`` and ``evaluate_policy``/``evaluate_values`` -- its loss granularity.
+
+    The trainer only calls these methods, never asks which algorithm it runs.
+
+    Args:
+        config: the algorithm's config (a :class:`~agentbench_poad.rl.config.PPOConfig`).
+        policy: the :class:`~agentbench_poad.rl.policy.LMPolicy` to train.
+        seed: seeds the critic head's initial weights (a private generator).
+    """
+
+    #: Registry name ("poad" ...).
+    name: str = "ppo"
+    #: The config dataclass of the algorithm.
+    config_class: type = object
+    #: Whether open-action environments (available_actions None) are supported.
+    supports_open_actions: bool = True
+
+    def __init__(self, config: Any, policy: Any, *, seed: int = 0) -> None:
+        if not isinstance(config, self.config_class):
+            raise TypeError(
+                f"{type(self).__name__} takes a {self.config_class.__name__}, "
+                f"got {type(config).__name__}"
+            )
+        self.config = config
+        self.policy = policy
+        self.critic = self.make_critic(torch.Generator().manual_seed(seed)).to(policy.device)
+        self.policy_optimizer = make_adamw(policy.trainable_parameters(), config.lr)
+        self.critic_optimizer = make_adamw(list(self.critic.parameters()), config.critic_lr)
+
+    # -- to implement -------------------------------------------------------------------------
+    def make_critic(self, generator: torch.Generator) -> torch.nn.Module:
+        """The value head, its initial weights drawn from ``generator``."""
+        raise NotImplementedError
+
+    def collect(self, prompts: Sequence[str], available_actions: Sequence[Sequence[str] | None],
+                generator: torch.Generator) -> list[Any]:
+        """Choose one action per prompt; return one ``StepRecord`` each (reward/done unset)."""
+        raise NotImplementedError
+
+    def bootstrap_values(self, prompts: Sequence[str]) -> Any:
+        raise NotImplementedError
+
+    def compute_advantages(self, buffer: Any) -> None:
+        raise NotImplementedError
+
+    def make_batch(self, buffer: Any) -> PPOBatch:
+        raise NotImplementedError
+
+    def evaluate_policy(self, batch: PPOBatch) -> PolicyEvaluation:
+        raise NotImplementedError
+
+    def evaluate_values(self, batch: PPOBatch) -> torch.Tensor:
+        raise NotImplementedError
+
+    # -- shared -------------------------------------------------------------------------------
+    def check_environment(self, env_id: str, open_actions: bool) -> None:
+        """Raise a clear error when the algorithm cannot run in this environment."""
+        if open_actions and not self.supports_open_actions:
+            raise ValueError(
+                f"{type(self).__name__} needs a list of offered actions, but {env_id} is an "
+                "open-action environment (available_actions is None); train POAD or NTPO there"
+            )
+
+    def update(self, buffer: Any, generator: torch.Generator) -> dict[str, float]:
+        """PPO epochs over the buffer (after :meth:`compute_advantages`); returns metrics."""
+        self.policy.model.train()
+        try:
+            return ppo_update(
+                self.make_batch(buffer),
+                evaluate_policy=self.evaluate_policy,
+                evaluate_values=self.evaluate_values,
+                policy_parameters=self.policy.trainable_parameters(),
+                critic_parameters=list(self.critic.parameters()),
+                policy_optimizer=self.policy_optimizer,
+                critic_optimizer=self.critic_optimizer,
+                settings=self.config.ppo_settings(),
+                generator=generator,
+                update_policy=self.config.train_policy,
+            )
+        finally:
+            self.policy.model.eval()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Critic weights and both optimiser states (the adapter is saved by the policy)."""
+        return {
+            "critic": self.critic.state_dict(),
+            "policy_optimizer": self.policy_optimizer.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`."""
+        self.critic.load_state_dict(state["critic"])
+        self.policy_optimizer.load_state_dict(state["policy_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+
+
+def pad_rows(rows: Sequence[torch.Tensor], width: int, *, value: float = 0.0) -> torch.Tensor:
+    """Stack 1-D or 2-D tensors of different lengths, right-padded (or cut) to ``width`` rows."""
+    first = rows[0]
+    out = first.new_full((len(rows), width, *first.shape[1:]), value)
+    for i, row in enumerate(rows):
+        n = min(int(row.shape[0]), width)
+        out[i, :n] = row[:n]
+    return out
+
+
+def pad_columns(x: torch.Tensor, width: int) -> torch.Tensor:
+    """Right-pad (or cut) the second axis of a ``(B, L, ...)`` tensor to ``width`` with zeros."""
+    if x.shape[1] >= width:
+        return x[:, :width]
+    pad = x.new_zeros((x.shape[0], width - x.shape[1], *x.shape[2:]))
+    return torch.cat([x, pad], dim=1)

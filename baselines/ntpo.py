@@ -1,0 +1,60 @@
+"""NTPO: naive token-level PPO, the paper's ablation of POAD.
+
+Everything is POAD's (token critic, token-level PPO, same rollouts), except the credit
+assignment: every token is treated as if it were an environment step, so the TD error of an inner
+token is ``γ V^{j+1} − V^j`` and λ becomes ``γλ`` inside an action (REFERENCE_SPEC §4.4). The
+reward, still given on the action's last token, reaches token ``j`` discounted by ``γ^{n−j}``:
+earlier tokens (often the key word, "open" versus "close") get less credit than later ones, and
+the token values no longer agree with the action-level values (the paper's Eq. 11-12;
+tests/test_rl_advantages.py shows it on the case-study MDP).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agentbench_poad.baselines.poad import _COMMON, POAD
+from agentbench_poad.rl.advantages import token_level_gae
+from agentbench_poad.rl.buffer import RolloutBuffer
+from agentbench_poad.rl.config import PPOConfig
+
+__all__ = ["NTPO", "NTPOConfig"]
+
+
+@dataclass
+class NTPOConfig(PPOConfig):
+    """NTPO hyper-parameters (every field documented on :class:`PPOConfig`).
+
+    Presets (``NTPOConfig.preset(family)``): Appendix J tables 11 (Overcooked), 14 (VirtualHome)
+    and 17 (DataSciCoding).
+    """
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "overcooked": {**_COMMON, "lr": 5e-7, "critic_lr": 1e-5, "gamma": 0.99,
+                       "entropy_coef": 0.01, "epochs": 5, "num_minibatches": 4},
+        "virtualhome": {**_COMMON, "lr": 1e-6, "critic_lr": 5e-5, "gamma": 0.95,
+                        "entropy_coef": 0.01, "epochs": 5, "num_minibatches": 2},
+        "datascicoding": {**_COMMON, "lr": 1e-6, "critic_lr": 5e-5, "gamma": 0.95,
+                          "entropy_coef": 0.01, "epochs": 1, "num_minibatches": 4,
+                          "max_new_tokens": 128},
+    }
+
+
+class NTPO(POAD):
+    """Token-level critic and PPO like POAD, with every token discounted as an env step."""
+
+    name = "ntpo"
+    config_class = NTPOConfig
+
+    def intra_gamma(self) -> float:
+        """Discount between the tokens of one action: γ, as if each token were a step."""
+        return self.config.gamma
+
+    def compute_advantages(self, buffer: RolloutBuffer) -> None:
+        """Token-level GAE with the naive backup (``intra_gamma = γ``, so ``γλ`` inside)."""
+        values, mask = buffer.value_grid()
+        buffer.advantages, buffer.returns = token_level_gae(
+            buffer.rewards(), values, mask, buffer.dones(), buffer.next_values,
+            gamma=self.config.gamma, lam=self.config.lam, intra_gamma=self.intra_gamma(),
+        )

@@ -1,0 +1,154 @@
+"""POAD: Policy Optimization with Action Decomposition (the paper's method).
+
+An action (a sentence of tokens) is decomposed into a sequence of token decisions. A token-level
+critic gives the value before every action token, and the Bellman backup with action
+decomposition (BAD) assigns credit to each token:
+
+* inside an action there is **no discount and no reward**: the TD error of an inner token is
+  ``V^{j+1} − V^j`` (``γ_intra = 1``), so every token is credited with the action's return;
+* at the action's last token the environment reward and the discounted value of the next
+  observation enter: ``r_t + γ m_{t+1} V_{t+1}^1 − V_t^n``;
+* GAE's λ applies between tokens too (REFERENCE_SPEC §4.4).
+
+With exact values, the token values BAD backs up are consistent with the action-level values
+(tests/test_rl_advantages.py checks it on the case-study MDP). The policy loss is PPO's clipped
+surrogate per token, over the log-probabilities of the action's tokens under the LM, averaged over
+real tokens; the critic loss is the clipped value loss per token.
+
+Deviations from the reference (REFERENCE_SPEC §5.1), all shared with NTPO: the critic's first
+value is read at the prompt's last real token; advantages are normalised with the token mask;
+LoRA trains in fp32; checkpoints hold adapter, critic and optimisers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from agentbench_poad.rl.advantages import token_level_gae
+from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
+from agentbench_poad.rl.config import PPOConfig
+from agentbench_poad.rl.critic import TokenCritic
+from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, pad_columns, pad_rows
+
+__all__ = ["POAD", "POADConfig"]
+
+# Appendix J: shared by every table.
+_COMMON = {"num_envs": 4, "rollout_length": 32, "max_grad_norm": 0.5, "clip": 0.2,
+           "value_coef": 0.5, "target_kl": 0.02, "lam": 0.95}
+
+
+@dataclass
+class POADConfig(PPOConfig):
+    """POAD hyper-parameters (every field documented on :class:`PPOConfig`).
+
+    Presets (``POADConfig.preset(family)``): Appendix J tables 10 (Overcooked), 13 (VirtualHome)
+    and 16 (DataSciCoding).
+    """
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "overcooked": {**_COMMON, "lr": 5e-7, "critic_lr": 1e-5, "gamma": 0.99,
+                       "entropy_coef": 0.01, "epochs": 5, "num_minibatches": 2},
+        "virtualhome": {**_COMMON, "lr": 1e-6, "critic_lr": 5e-5, "gamma": 0.95,
+                        "entropy_coef": 1e-4, "epochs": 5, "num_minibatches": 2},
+        "datascicoding": {**_COMMON, "lr": 1e-6, "critic_lr": 5e-5, "gamma": 0.95,
+                          "entropy_coef": 0.01, "epochs": 1, "num_minibatches": 4,
+                          "max_new_tokens": 128},
+    }
+
+
+class POAD(PPOAgent):
+    """Token-level critic, BAD credit assignment, token-level PPO."""
+
+    name = "poad"
+    config_class = POADConfig
+    supports_open_actions = True
+
+    def intra_gamma(self) -> float:
+        """Discount between the tokens of one action: 1 is BAD (no discount inside actions)."""
+        return 1.0
+
+    # -- critic ---------------------------------------------------------------------------------
+    def make_critic(self, generator: torch.Generator) -> torch.nn.Module:
+        return TokenCritic(self.policy.hidden_size, self.config.critic_hidden_sizes,
+                           generator=generator)
+
+    # -- rollout --------------------------------------------------------------------------------
+    @torch.no_grad()
+    def collect(self, prompts: Sequence[str], available_actions: Sequence[Sequence[str] | None],
+                generator: torch.Generator) -> list[StepRecord]:
+        """Sample actions and record the value before each of their tokens."""
+        samples = self.policy.act(list(prompts), list(available_actions), generator=generator)
+        features, _ = self.policy.critic_features(list(prompts), [s.token_ids for s in samples])
+        values = self.critic(features)  # (B, L + 1): [:, j] is the value before token j + 1
+        records = []
+        for i, sample in enumerate(samples):
+            # An empty generated action still has the state value before it (one entry).
+            n = max(len(sample.token_ids), 1)
+            records.append(StepRecord(
+                prompt=prompts[i],
+                available_actions=None if available_actions[i] is None else list(available_actions[i]),
+                sample=sample,
+                values=values[i, :n].tolist(),
+                features=features[i, :n].clone(),
+            ))
+        return records
+
+    @torch.no_grad()
+    def bootstrap_values(self, prompts: Sequence[str]) -> np.ndarray:
+        """The value before the first token of the next action: the prompt's own value."""
+        features, _ = self.policy.critic_features(list(prompts))
+        return self.critic(features)[:, 0].double().cpu().numpy()
+
+    # -- credit assignment ----------------------------------------------------------------------
+    def compute_advantages(self, buffer: RolloutBuffer) -> None:
+        """Token-level GAE with the BAD backup (``intra_gamma = 1``)."""
+        values, mask = buffer.value_grid()
+        buffer.advantages, buffer.returns = token_level_gae(
+            buffer.rewards(), values, mask, buffer.dones(), buffer.next_values,
+            gamma=self.config.gamma, lam=self.config.lam, intra_gamma=self.intra_gamma(),
+        )
+
+    # -- loss granularity: one PPO term per action token ----------------------------------------
+    def make_batch(self, buffer: RolloutBuffer) -> PPOBatch:
+        values, value_mask = buffer.value_grid()
+        width = values.shape[-1]
+        size = buffer.num_samples
+        token_ids = buffer.flat_samples("token_ids")
+        old = [torch.tensor(lp, dtype=torch.float32) for lp in buffer.flat_samples("token_log_probs")]
+        lengths = torch.tensor([len(t) for t in token_ids])
+        mask = torch.arange(width)[None, :] < lengths[:, None]
+        old_log_probs = torch.zeros(size, width)
+        for i, row in enumerate(old):
+            old_log_probs[i, : len(row)] = row
+
+        def flat(x: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(np.asarray(x).reshape(size, width), dtype=torch.float32)
+
+        return PPOBatch(
+            old_log_probs=old_log_probs,
+            advantages=flat(buffer.advantages) * mask,
+            returns=flat(buffer.returns),
+            old_values=flat(values),
+            mask=mask,
+            value_mask=torch.as_tensor(value_mask.reshape(size, width)),
+            extras={"prompts": buffer.flat("prompt"), "token_ids": token_ids,
+                    "features": buffer.flat("features")},
+        )
+
+    def evaluate_policy(self, batch: PPOBatch) -> PolicyEvaluation:
+        """Per-token log-probs and full-vocabulary entropies of the stored action tokens."""
+        scored = self.policy.token_log_probs(list(batch.extras["prompts"]),
+                                             list(batch.extras["token_ids"]))
+        width = batch.mask.shape[1]
+        return PolicyEvaluation(pad_columns(scored.log_probs, width),
+                                pad_columns(scored.entropy, width))
+
+    def evaluate_values(self, batch: PPOBatch) -> torch.Tensor:
+        """The critic on the cached frozen features: one value per action token."""
+        features = pad_rows(list(batch.extras["features"]), batch.mask.shape[1])
+        return self.critic(features.to(self.policy.device))

@@ -1,0 +1,274 @@
+"""Scoring a ``build_model`` body: one sandbox run per attempt, ROC AUC on the host.
+
+The splits follow the reference (REFERENCE_SPEC.md §3.4): split ``i`` is
+``train_test_split(X, y, test_size=0.5, random_state=i, shuffle=True)``, ``i = 0..4``, no
+stratification. One sandbox call carries every split as named inputs (``x_train_i``,
+``y_train_i``, ``x_test_i``) and returns ``proba_i`` (``predict_proba`` of split ``i``'s test
+features); **test labels never enter the sandbox** and nothing the sandbox says about itself is
+trusted. The host checks the shapes and computes the AUC: the positive-class column for binary
+tasks, one-vs-one macro AUC for multiclass tasks (the reference's ``multi_class="ovo"``).
+
+Protocols (SANDBOX_NOTES.md decision 8):
+
+* ``"paper"`` (default): the 5 splits cover the whole dataset, as in the paper. An agent that
+  gets this reward after every attempt sees a score on data it is later judged on, so over many
+  attempts and episodes it can overfit the splits adaptively (the label-oracle problem).
+* ``"holdout"``: a stratified ``holdout_fraction`` of the rows (seeded by ``holdout_seed``, the
+  same for every episode) is set aside; the per-step reward uses 5 splits of the rest and the
+  held-out rows are scored once, when an attempt succeeds, by fitting on all the other rows. The
+  result is ``info["holdout_auc"]``: a number no per-step reward ever depended on.
+
+Nothing here imports or executes the agent's code: it is parsed on the host (``ast.parse``, for
+syntax errors and trivially empty bodies) and run only in :mod:`agentbench_poad.sandbox`.
+"""
+
+from __future__ import annotations
+
+import ast
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from agentbench_poad.environments.datascicoding.prompts import (
+    Submission,
+    may_define_model,
+    module_source,
+)
+
+#: The entry the grader appends to the agent's module (run inside the sandbox only).
+ENTRY = "_agentbench_evaluate"
+
+#: Failure categories of the grader itself (the sandbox adds its own ``FailureCategory`` values).
+EMPTY_CODE = "empty_code"
+NO_MODEL = "no_model"
+BANNED_CONSTRUCT = "banned_construct"
+SYNTAX_ERROR = "syntax_error"
+OUTPUT_INVALID = "output_invalid"
+
+_HARNESS = '''
+
+def {entry}(**arrays):
+    """Fit build_model on each split's training half and return predict_proba of its test half."""
+    import numpy as _np
+
+    outputs = {{}}
+    for i in range({n_splits}):
+        fitted = build_model(arrays["x_train_%d" % i], arrays["y_train_%d" % i])
+        if fitted is None:
+            raise TypeError("build_model returned None; store the fitted classifier in `model`")
+        predict_proba = getattr(fitted, "predict_proba", None)
+        if predict_proba is None:
+            raise TypeError(
+                "build_model returned a %s, which has no predict_proba; return a fitted "
+                "classifier (e.g. RandomForestClassifier)" % type(fitted).__name__
+            )
+        proba = _np.asarray(predict_proba(arrays["x_test_%d" % i]), dtype=_np.float64)
+        classes = getattr(fitted, "classes_", None)
+        if (proba.ndim == 2 and classes is not None and len(classes) == proba.shape[1]
+                and proba.shape[1] != {n_classes}):
+            # a training half that lacks a class: put the columns where the labels say
+            full = _np.zeros((proba.shape[0], {n_classes}))
+            full[:, _np.asarray(classes).astype(int)] = proba
+            proba = full
+        outputs["proba_%d" % i] = proba
+    return outputs
+'''
+
+
+@dataclass
+class Grade:
+    """The outcome of one attempt.
+
+    Attributes:
+        ok: the attempt produced valid probabilities for every split.
+        reward: mean AUC on success, ``-1.0`` on failure.
+        split_aucs: per-split AUCs (empty on failure).
+        auc_std: their (population) standard deviation, ``0.0`` on failure.
+        category: failure category (``None`` on success).
+        message: one readable line saying what went wrong (``""`` on success).
+        runtime_s: wall time of the attempt (sandbox start-up included).
+        backend: the sandbox backend that ran it (``None`` when it never reached the sandbox).
+        stdout_tail: the tail of the code's stdout (diagnostics only; never in an observation).
+        holdout_auc: the held-out score (holdout protocol, successful attempt), else ``None``.
+    """
+
+    ok: bool
+    reward: float
+    split_aucs: list[float] = field(default_factory=list)
+    auc_std: float = 0.0
+    category: str | None = None
+    message: str = ""
+    runtime_s: float = 0.0
+    backend: str | None = None
+    stdout_tail: str = ""
+    holdout_auc: float | None = None
+
+
+def _failure(category: str, message: str, started: float, backend: str | None = None,
+             stdout_tail: str = "") -> Grade:
+    return Grade(False, -1.0, category=category, message=message,
+                 runtime_s=time.perf_counter() - started, backend=backend,
+                 stdout_tail=stdout_tail)
+
+
+def roc_auc(y_true: np.ndarray, proba: np.ndarray) -> float:
+    """The reference's AUC: positive-class column if binary, else one-vs-one macro."""
+    from sklearn.metrics import roc_auc_score
+
+    if proba.shape[1] > 2:
+        return float(roc_auc_score(y_true, proba, multi_class="ovo"))
+    return float(roc_auc_score(y_true, proba[:, 1]))
+
+
+def make_splits(n_rows: int, n_splits: int = 5) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Index pairs of the reference's splits: ``train_test_split(test_size=0.5, random_state=i)``."""
+    from sklearn.model_selection import train_test_split
+
+    index = np.arange(n_rows)
+    return [
+        tuple(train_test_split(index, test_size=0.5, random_state=i, shuffle=True))
+        for i in range(n_splits)
+    ]
+
+
+class Grader:
+    """Scores bodies of ``build_model`` on one dataset.
+
+    Args:
+        X: features ``(rows, features)``.
+        y: labels ``0..n_classes-1``.
+        n_classes: number of classes (the width of ``predict_proba``).
+        sandbox: ``"auto"``, ``"docker"``, ``"process"`` or a sandbox ``Backend`` instance.
+        limits: sandbox limits of one attempt (all splits together).
+        banned: substrings of the assembled code that fail the attempt.
+        protocol: ``"paper"`` or ``"holdout"`` (module docstring).
+        holdout_fraction: share of rows held out (``"holdout"`` protocol).
+        holdout_seed: seed of the held-out partition (fixed across episodes on purpose).
+        n_splits: random 50/50 splits per attempt.
+    """
+
+    def __init__(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        n_classes: int,
+        *,
+        sandbox: Any = "auto",
+        limits: Any = None,
+        banned: tuple[str, ...] = (),
+        protocol: str = "paper",
+        holdout_fraction: float = 0.2,
+        holdout_seed: int = 0,
+        n_splits: int = 5,
+    ) -> None:
+        if protocol not in ("paper", "holdout"):
+            raise ValueError(f"protocol must be 'paper' or 'holdout', got {protocol!r}")
+        if not 0.0 < holdout_fraction < 1.0:
+            raise ValueError(f"holdout_fraction must be in (0, 1), got {holdout_fraction!r}")
+        self.X = np.ascontiguousarray(X, dtype=np.float64)
+        self.y = np.asarray(y, dtype=np.int64)
+        self.n_classes = int(n_classes)
+        self.sandbox = sandbox
+        self.limits = limits
+        self.banned = tuple(banned)
+        self.protocol = protocol
+        self.n_splits = int(n_splits)
+        rows = np.arange(len(self.y))
+        self.holdout_rows: np.ndarray | None = None
+        if protocol == "holdout":
+            from sklearn.model_selection import train_test_split
+
+            rows, self.holdout_rows = train_test_split(
+                rows, test_size=holdout_fraction, random_state=holdout_seed, shuffle=True,
+                stratify=self.y,
+            )
+        self.dev_rows = np.asarray(rows)
+        self.splits = [
+            (self.dev_rows[tr], self.dev_rows[te])
+            for tr, te in make_splits(len(self.dev_rows), self.n_splits)
+        ]
+
+    # -- static checks (host side: parsing only) -----------------------------------------
+    def _static_failure(self, submission: Submission, source: str, started: float) -> Grade | None:
+        if submission.empty:
+            return _failure(EMPTY_CODE, "the answer contains no code; write the body of "
+                            "build_model that fits a classifier and stores it in `model`", started)
+        try:
+            ast.parse(source)
+        except SyntaxError as exc:
+            line = (exc.text or "").strip()
+            where = f" (line {exc.lineno}: {line})" if line else f" (line {exc.lineno})"
+            return _failure(SYNTAX_ERROR, f"{type(exc).__name__}: {exc.msg}{where}", started)
+        except (ValueError, RecursionError, MemoryError) as exc:
+            return _failure(SYNTAX_ERROR, f"the code cannot be parsed: {exc}", started)
+        for pattern in self.banned:
+            if pattern in source:
+                return _failure(
+                    BANNED_CONSTRUCT,
+                    f"the code uses `{pattern}`, which this task forbids (no "
+                    f"{', '.join(self.banned)}); use another model",
+                    started,
+                )
+        if not may_define_model(source):
+            return _failure(NO_MODEL, "NameError: name 'model' is not defined; the body must "
+                            "store the fitted classifier in a variable named `model`", started)
+        return None
+
+    # -- sandbox -------------------------------------------------------------------------
+    def _run(self, source: str, splits: list[tuple[np.ndarray, np.ndarray]]):
+        from agentbench_poad.sandbox import run_code
+
+        inputs: dict[str, np.ndarray] = {}
+        shapes: dict[str, tuple[int | None, ...]] = {}
+        for i, (train, test) in enumerate(splits):
+            inputs[f"x_train_{i}"] = self.X[train]
+            inputs[f"y_train_{i}"] = self.y[train]
+            inputs[f"x_test_{i}"] = self.X[test]
+            shapes[f"proba_{i}"] = (len(test), self.n_classes)
+        harness = _HARNESS.format(entry=ENTRY, n_splits=len(splits), n_classes=self.n_classes)
+        return run_code(source + harness, ENTRY, inputs, limits=self.limits,
+                        backend=self.sandbox, output_shapes=shapes)
+
+    def _score(self, outputs: dict[str, np.ndarray], splits) -> list[float]:
+        return [roc_auc(self.y[test], outputs[f"proba_{i}"]) for i, (_, test) in enumerate(splits)]
+
+    def grade(self, submission: Submission) -> Grade:
+        """Score one attempt; every failure becomes a :class:`Grade` with reward -1."""
+        started = time.perf_counter()
+        source = module_source(submission, self.X.shape[1])
+        static = self._static_failure(submission, source, started)
+        if static is not None:
+            return static
+        try:
+            result = self._run(source, self.splits)
+        except Exception as exc:  # noqa: BLE001 - a broken sandbox must not crash step()
+            return _failure("sandbox_error", f"the sandbox could not run the code: "
+                            f"{type(exc).__name__}: {exc}", started)
+        backend = result.backend or None
+        if not result.ok:
+            category = getattr(result.category, "value", result.category) or "sandbox_error"
+            return _failure(str(category), result.message or str(category), started, backend,
+                            result.stdout_tail)
+        try:
+            aucs = self._score(result.outputs, self.splits)
+        except (ValueError, KeyError, IndexError) as exc:
+            return _failure(OUTPUT_INVALID, f"predict_proba output cannot be scored: {exc}",
+                            started, backend, result.stdout_tail)
+        grade = Grade(True, float(np.mean(aucs)), split_aucs=aucs, auc_std=float(np.std(aucs)),
+                      backend=backend, stdout_tail=result.stdout_tail)
+        if self.holdout_rows is not None:
+            grade.holdout_auc = self._holdout(source)
+        grade.runtime_s = time.perf_counter() - started
+        return grade
+
+    def _holdout(self, source: str) -> float | None:
+        """Fit on every non-held-out row, score the held-out rows (``None`` if that fails)."""
+        split = [(self.dev_rows, self.holdout_rows)]
+        try:
+            result = self._run(source, split)
+            if not result.ok:
+                return None
+            return self._score(result.outputs, split)[0]
+        except Exception:  # noqa: BLE001 - the holdout score is reported, never raised
+            return None

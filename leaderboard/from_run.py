@@ -1,0 +1,216 @@
+"""Turn training runs (``agentbench_poad.rl.trainer.train`` run dirs) into run records.
+
+``record_from_runs([run_dir, ...])`` reads each run's ``config.json``, its learning curve
+(``learning_curve.json``, else the ``eval_return`` entries of ``metrics.jsonl``) and, for
+open-action envs, ``best_code.json``; it then evaluates the last checkpoint of every run with the
+protocol (one run = one seed of the record, the run's training seed) and writes one record. Runs
+of several training seeds of the same agent/env/model are combined; the learning curve is their
+mean with a standard-error band.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentbench_poad.leaderboard.records import RecordError, mean_stderr
+
+#: How the best code found during training is labelled in records and reports.
+BEST_CODE_LABEL = "best code found during training (not the final policy)"
+
+
+def read_run_config(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / "config.json"
+    if not path.exists():
+        raise RecordError(f"{run_dir} is not a training run dir (no config.json); make one "
+                          "with `agentbench-poad train` or agentbench_poad.rl.trainer.train()")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path} is not valid JSON ({exc.msg}); the run dir is corrupt") from exc
+
+
+def _pairs_from(data: Any) -> list[tuple[float, float]]:
+    """(step, value) pairs from the shapes a learning curve file may take."""
+    if isinstance(data, dict):
+        lists = [v for v in data.values() if isinstance(v, list)]
+        if len(lists) >= 2:
+            steps = data.get("env_steps", data.get("steps", lists[0]))
+            values = data.get("eval_return", data.get("returns", data.get("values", lists[1])))
+            return [(float(s), float(v)) for s, v in zip(steps, values) if v is not None]
+        for key in ("points", "curve"):
+            if isinstance(data.get(key), list):
+                return _pairs_from(data[key])
+        try:
+            return sorted((float(k), float(v)) for k, v in data.items() if v is not None)
+        except (TypeError, ValueError):
+            return []
+    if isinstance(data, list):
+        pairs = []
+        for item in data:
+            if isinstance(item, (list, tuple)) and len(item) >= 2:
+                pairs.append((float(item[0]), float(item[1])))
+            elif isinstance(item, dict):
+                step = item.get("env_steps", item.get("step"))
+                value = item.get("eval_return", item.get("return", item.get("value")))
+                if step is not None and value is not None:
+                    pairs.append((float(step), float(value)))
+        return pairs
+    return []
+
+
+def read_learning_curve(run_dir: Path) -> list[tuple[float, float]]:
+    """The run's (env_steps, greedy eval return) points; falls back to metrics.jsonl."""
+    run_dir = Path(run_dir)
+    path = run_dir / "learning_curve.json"
+    if path.exists():
+        try:
+            pairs = _pairs_from(json.loads(path.read_text(encoding="utf-8")))
+        except (json.JSONDecodeError, TypeError, ValueError):
+            pairs = []
+        if pairs:
+            return sorted(pairs)
+    metrics = run_dir / "metrics.jsonl"
+    pairs = []
+    if metrics.exists():
+        for line in metrics.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            value = row.get("eval_return", row.get("episode_return_mean"))
+            if value is not None and row.get("env_steps") is not None:
+                pairs.append((float(row["env_steps"]), float(value)))
+    return sorted(pairs)
+
+
+def combine_curves(curves: Sequence[Sequence[tuple[float, float]]]) -> dict[str, Any] | None:
+    """Mean curve with a standard-error band over runs, on the union of their steps.
+
+    A run contributes at a step only if it logged that step, so runs of different length still
+    combine; ``n`` says how many runs a point averages.
+    """
+    by_step: dict[float, list[float]] = {}
+    for curve in curves:
+        for step, value in curve:
+            by_step.setdefault(step, []).append(value)
+    if not by_step:
+        return None
+    points = []
+    for step in sorted(by_step):
+        values = by_step[step]
+        mean, se = mean_stderr(values)
+        points.append({"step": step, "mean": mean, "low": mean - se, "high": mean + se,
+                       "n": len(values)})
+    return {"x": "env steps", "y": "greedy evaluation return",
+            "spread": "mean +- standard error over training seeds", "points": points}
+
+
+def read_best_code(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / "best_code.json"
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+    code = data.get("code", data.get("action"))
+    reward = data.get("reward")
+    if code is None or reward is None:
+        return None
+    return {"label": BEST_CODE_LABEL, "reward": float(reward), "code": str(code)}
+
+
+def load_run_agent(runs: dict[str, str], seed: int, greedy: bool = True) -> Any:
+    """Factory used by records of trained agents: the agent of the run trained with ``seed``."""
+    from agentbench_poad.rl.trainer import load_agent
+
+    try:
+        run_dir = runs[str(seed)]
+    except KeyError:
+        raise RecordError(f"no training run for seed {seed} (runs: {sorted(runs)})") from None
+    return load_agent(Path(run_dir), greedy=greedy)
+
+
+def record_from_runs(
+    run_dirs: Sequence[Path | str],
+    *,
+    episodes: int = 10,
+    env_id: str | None = None,
+    greedy: bool = True,
+    action_timeout: float | None = 60.0,
+    agent_name: str | None = None,
+    command: str | None = None,
+    progress: bool = False,
+    out_dir: Path | str | None = None,
+) -> dict[str, Any]:
+    """Evaluate the final checkpoints of training runs and build one record.
+
+    Args:
+        run_dirs: run dirs of the same agent, env and base model (one per training seed).
+        episodes: evaluation episodes per run.
+        env_id: evaluate on this id instead of the training env (generalisation rows).
+        greedy: act greedily (the paper's VirtualHome protocol samples: pass ``False``).
+        action_timeout, agent_name, command, progress, out_dir: as in ``evaluate``.
+    """
+    from agentbench_poad.leaderboard.protocol import evaluate
+
+    run_dirs = [Path(r).resolve() for r in run_dirs]
+    if not run_dirs:
+        raise ValueError("record_from_runs needs at least one run dir")
+    configs = [read_run_config(r) for r in run_dirs]
+    first = configs[0]
+    for key in ("agent", "env_id", "model"):
+        values = {json.dumps(c.get(key), sort_keys=True, default=str) for c in configs}
+        if len(values) > 1:
+            raise RecordError(f"the runs differ in {key!r} ({sorted(values)}); a record "
+                              "combines runs of one agent, env and model only")
+    runs: dict[str, str] = {}
+    for run_dir, cfg in zip(run_dirs, configs):
+        seed = int(cfg.get("seed", len(runs)))
+        if str(seed) in runs:
+            raise RecordError(f"two runs share training seed {seed}: {runs[str(seed)]} "
+                              f"and {run_dir}")
+        runs[str(seed)] = str(run_dir)
+    train_env = first.get("env_id")
+    eval_env = env_id or train_env
+    if not eval_env:
+        raise RecordError(f"{run_dirs[0]}/config.json names no env_id; pass env_id")
+    agent = str(agent_name or first.get("agent") or "agent")
+    model = first.get("model")
+    base_model = model if isinstance(model, str) else (model or {}).get("name") if isinstance(
+        model, dict) else None
+    curve = combine_curves([read_learning_curve(r) for r in run_dirs])
+    best = [b | {"seed": int(s)} for s, r in runs.items() if (b := read_best_code(Path(r)))]
+    best_code = max(best, key=lambda b: b["reward"]) if best else None
+    total_steps = first.get("total_steps")
+    training = {
+        "env_id": train_env, "runs": list(runs.values()),
+        "total_steps": int(total_steps) if isinstance(total_steps, (int, float)) else None,
+        "best_code": best_code,
+    }
+    suffix = None
+    if env_id and train_env and env_id != train_env:
+        suffix = "trainedon-" + str(train_env).split("-")[1] if "-" in str(train_env) else None
+    records = evaluate(
+        "agentbench_poad.leaderboard.from_run:load_run_agent",
+        [eval_env],
+        seeds=[int(s) for s in runs],
+        episodes=episodes,
+        agent_kwargs={"runs": runs, "greedy": greedy},
+        agent_name=agent,
+        action_timeout=action_timeout,
+        base_model=base_model,
+        adapter="LoRA (last checkpoint of each run)",
+        greedy=greedy,
+        learning_curve=curve if eval_env == train_env else None,
+        training=training,
+        config={"training_config": first},
+        command=command,
+        record_suffix=suffix,
+        progress=progress,
+        out_dir=out_dir,
+    )
+    return records[0]

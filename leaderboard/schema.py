@@ -1,0 +1,234 @@
+"""The versioned JSON schema of a leaderboard run record.
+
+A record is one agent scored on one environment id under the evaluation protocol. It is plain
+JSON so that it can be committed under ``leaderboard/results/`` and reviewed in a pull request.
+:func:`validate_record` runs on every write and every read; a record whose ``schema_version`` is
+newer than this package, or whose ``kind`` is not ours, is refused with a message naming the fix.
+
+Version history:
+
+* ``1`` -- first version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentbench_poad.errors import AgentBenchError
+
+#: The schema version written by this package.
+SCHEMA_VERSION = 1
+#: The value of every record's ``kind`` field (tells our records apart from foreign JSON).
+RECORD_KIND = "agentbench-poad/run-record"
+
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_STRING_OR_NULL = {"type": ["string", "null"]}
+
+_EPISODE = {
+    "type": "object",
+    "required": ["index", "reset_seed", "return", "success", "length", "failed"],
+    "properties": {
+        "index": {"type": "integer", "minimum": 0},
+        "reset_seed": {"type": "integer"},
+        "return": {"type": "number"},
+        "score": {"type": "number"},
+        "success": {"type": "boolean"},
+        "length": {"type": "integer", "minimum": 0},
+        "failed": {"type": "boolean"},
+        "reason": _STRING_OR_NULL,
+        "final_code": _STRING_OR_NULL,
+    },
+}
+
+_SEED_SCORE = {
+    "type": "object",
+    "required": ["seed", "score", "mean_return", "success_rate", "episodes"],
+    "properties": {
+        "seed": {"type": "integer"},
+        "score": {"type": "number"},
+        "mean_return": {"type": "number"},
+        "success_rate": {"type": "number", "minimum": 0, "maximum": 1},
+        "failed_episodes": {"type": "integer", "minimum": 0},
+        "episodes": {"type": "array", "items": _EPISODE},
+    },
+}
+
+_CURVE_POINT = {
+    "type": "object",
+    "required": ["step", "mean"],
+    "properties": {
+        "step": {"type": "number"},
+        "mean": {"type": "number"},
+        "low": {"type": "number"},
+        "high": {"type": "number"},
+        "n": {"type": "integer", "minimum": 1},
+    },
+}
+
+#: JSON Schema (draft 2020-12) of a run record.
+RECORD_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://agentbench-poad.invalid/schemas/run-record-v1.json",
+    "title": "agentbench-poad run record",
+    "type": "object",
+    "required": [
+        "schema_version", "kind", "record_id", "created_at", "env", "agent", "model",
+        "protocol", "scores", "learning_curve", "training", "wall_time_s", "hardware",
+        "software", "config", "command",
+    ],
+    "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "kind": {"const": RECORD_KIND},
+        "record_id": {"type": "string", "pattern": "^[A-Za-z0-9._-]+$", "minLength": 1},
+        "created_at": {"type": "string"},
+        "env": {
+            "type": "object",
+            "required": ["id", "version", "family"],
+            "properties": {
+                "id": {"type": "string", "minLength": 1},
+                "version": {"type": "integer", "minimum": 0},
+                "family": {"type": "string"},
+                "open_action": {"type": "boolean"},
+            },
+        },
+        "agent": {
+            "type": "object",
+            "required": ["name", "version", "spec"],
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "version": {"type": "string"},
+                "spec": _STRING_OR_NULL,
+                "kwargs": {"type": "object"},
+            },
+        },
+        "model": {
+            "type": "object",
+            "required": ["base", "adapter"],
+            "properties": {"base": _STRING_OR_NULL, "adapter": _STRING_OR_NULL},
+        },
+        "protocol": {
+            "type": "object",
+            "required": ["seeds", "episodes_per_seed", "metric", "success", "action_timeout_s"],
+            "properties": {
+                "seeds": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
+                "episodes_per_seed": {"type": "integer", "minimum": 1},
+                "metric": {"enum": ["return", "final_auc"]},
+                "success": {"type": "string"},
+                "action_timeout_s": _NUMBER_OR_NULL,
+                "greedy": {"type": ["boolean", "null"]},
+                "reset_seed_rule": {"type": "string"},
+            },
+        },
+        "scores": {
+            "type": "object",
+            "required": ["metric", "mean", "stderr", "success_rate", "success_rate_stderr",
+                         "per_seed"],
+            "properties": {
+                "metric": {"enum": ["return", "final_auc"]},
+                "mean": {"type": "number"},
+                "stderr": {"type": "number", "minimum": 0},
+                "success_rate": {"type": "number", "minimum": 0, "maximum": 1},
+                "success_rate_stderr": {"type": "number", "minimum": 0},
+                "per_seed": {"type": "array", "items": _SEED_SCORE, "minItems": 1},
+            },
+        },
+        "learning_curve": {
+            "oneOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "required": ["x", "y", "points"],
+                    "properties": {
+                        "x": {"type": "string"},
+                        "y": {"type": "string"},
+                        "spread": {"type": "string"},
+                        "points": {"type": "array", "items": _CURVE_POINT},
+                    },
+                },
+            ]
+        },
+        "training": {
+            "oneOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "required": ["runs"],
+                    "properties": {
+                        "env_id": _STRING_OR_NULL,
+                        "runs": {"type": "array", "items": {"type": "string"}},
+                        "total_steps": {"type": ["integer", "null"]},
+                        "best_code": {
+                            "type": ["object", "null"],
+                            "required": ["label", "reward", "code"],
+                            "properties": {
+                                "label": {"type": "string"},
+                                "reward": {"type": "number"},
+                                "code": {"type": "string"},
+                                "seed": {"type": ["integer", "null"]},
+                            },
+                        },
+                    },
+                },
+            ]
+        },
+        "wall_time_s": {"type": "number", "minimum": 0},
+        "hardware": {"type": "object", "required": ["platform", "cpu_count"]},
+        "software": {
+            "type": "object",
+            "required": ["package_version", "git_commit", "python"],
+            "properties": {
+                "package_version": {"type": "string"},
+                "git_commit": _STRING_OR_NULL,
+                "git_dirty": {"type": ["boolean", "null"]},
+                "python": {"type": "string"},
+            },
+        },
+        "config": {"type": "object"},
+        "command": {"type": "string"},
+        "notes": {"type": "string"},
+    },
+}
+
+
+class RecordError(AgentBenchError, ValueError):
+    """A run record is corrupt, foreign or does not match the schema."""
+
+
+def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
+    """Validate ``record`` against :data:`RECORD_SCHEMA` and return it.
+
+    Args:
+        record: the decoded JSON.
+        source: where it came from (a path), named in the error.
+
+    Raises:
+        RecordError: naming the source, the first offending field and the fix.
+    """
+    import jsonschema
+
+    if not isinstance(record, dict):
+        raise RecordError(f"{source}: not a run record (a JSON object is expected, "
+                          f"got {type(record).__name__})")
+    if record.get("kind") != RECORD_KIND:
+        raise RecordError(
+            f"{source}: not an agentbench-poad run record (kind={record.get('kind')!r}, "
+            f"expected {RECORD_KIND!r}); remove it from the results folder"
+        )
+    version = record.get("schema_version")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise RecordError(
+            f"{source}: schema_version {version} is newer than this package understands "
+            f"({SCHEMA_VERSION}); upgrade agentbench-poad"
+        )
+    validator = jsonschema.Draft202012Validator(RECORD_SCHEMA)
+    errors = sorted(validator.iter_errors(record), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path) or "(top level)"
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise RecordError(
+            f"{source}: does not match the run-record schema v{SCHEMA_VERSION} at {where}: "
+            f"{first.message}{more}; re-create it with `agentbench-poad evaluate` or "
+            "`agentbench-poad leaderboard add --run RUN_DIR`"
+        )
+    return record

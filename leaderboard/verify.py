@@ -1,0 +1,111 @@
+"""``verify``: re-run a sample of a record's episodes from its config and compare.
+
+Every episode of a record carries its reset seed, and the record's config names the agent
+factory (``agent_spec`` + ``agent_kwargs``), so any episode can be replayed on its own. The
+verdict compares the mean score of the sampled episodes as recorded with the mean of their
+re-runs: the record *reproduces* when the difference is within the record's standard error
+(or, for a single-seed record, the standard error of the sampled episodes' recorded scores;
+a deterministic agent must match exactly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from agentbench_poad.leaderboard.records import RecordError, mean_stderr
+
+
+@dataclass
+class VerifyResult:
+    """The outcome of :func:`verify_record`."""
+
+    record_id: str
+    sampled: int
+    recorded_mean: float
+    rerun_mean: float
+    tolerance: float
+    exact_matches: int
+    reproduced: bool
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def difference(self) -> float:
+        return self.rerun_mean - self.recorded_mean
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"difference": self.difference}
+
+    def summary(self) -> str:
+        verdict = "REPRODUCED" if self.reproduced else "NOT REPRODUCED"
+        return (f"{verdict}: {self.record_id}: re-ran {self.sampled} episode(s); recorded mean "
+                f"{self.recorded_mean:.4f}, re-run mean {self.rerun_mean:.4f}, difference "
+                f"{self.difference:+.4f} (tolerance {self.tolerance:.4f}); "
+                f"{self.exact_matches}/{self.sampled} episodes identical")
+
+
+def sample_indices(total: int, k: int) -> list[int]:
+    """``k`` evenly spaced episode indices out of ``total`` (deterministic, covers the range)."""
+    if k >= total:
+        return list(range(total))
+    return sorted({round(i * (total - 1) / max(k - 1, 1)) for i in range(k)})
+
+
+def verify_record(record: dict[str, Any], *, episodes_per_seed: int = 3,
+                  max_seeds: int | None = None, action_timeout: float | None = None,
+                  progress: bool = False) -> VerifyResult:
+    """Re-run a sample of ``record``'s episodes and judge whether its score reproduces.
+
+    Args:
+        record: a validated run record.
+        episodes_per_seed: how many episodes of each seed to replay.
+        max_seeds: replay only the first ``max_seeds`` seeds (default: all).
+        action_timeout: per-action deadline (default: the record's own).
+        progress: tqdm progress bar.
+
+    Raises:
+        RecordError: the record's config names no agent factory to rebuild the agent from.
+    """
+    from agentbench_poad.leaderboard.protocol import agent_factory, load_factory, run_episode
+    from tqdm.auto import tqdm
+
+    config = record["config"]
+    spec = config.get("agent_spec") or record["agent"].get("spec")
+    if not spec:
+        raise RecordError(
+            f"{record['record_id']}: the record names no agent factory (config.agent_spec), so "
+            "its agent cannot be rebuilt; records made with `agentbench-poad evaluate --agent "
+            "module:Factory` or `leaderboard add --run` can be verified"
+        )
+    timeout = action_timeout if action_timeout is not None else config.get("action_timeout_s")
+    factory, rebuildable = agent_factory(load_factory(spec), config.get("agent_kwargs") or {})
+    per_seed = record["scores"]["per_seed"]
+    if max_seeds is not None:
+        per_seed = per_seed[:max_seeds]
+    plan = [(s, s["episodes"][i]) for s in per_seed
+            for i in sample_indices(len(s["episodes"]), episodes_per_seed)]
+    env = gym.make(record["env"]["id"], **(config.get("env_kwargs") or {}))
+    rows = []
+    try:
+        agent_obj, current_seed = None, None
+        for seed_entry, recorded in tqdm(plan, disable=not progress, desc="verify", unit="ep"):
+            if agent_obj is None or (rebuildable and seed_entry["seed"] != current_seed):
+                agent_obj, current_seed = factory(env, seed_entry["seed"]), seed_entry["seed"]
+            rerun = run_episode(env, agent_obj, recorded["reset_seed"], recorded["index"], timeout)
+            recorded_score = recorded.get("score", recorded["return"])
+            rows.append({"seed": seed_entry["seed"], "index": recorded["index"],
+                         "recorded": recorded_score, "rerun": rerun["score"],
+                         "rerun_failed": rerun["failed"], "reason": rerun["reason"]})
+    finally:
+        env.close()
+    recorded_mean, sample_se = mean_stderr([r["recorded"] for r in rows])
+    rerun_mean, _ = mean_stderr([r["rerun"] for r in rows])
+    tolerance = record["scores"]["stderr"] if len(record["scores"]["per_seed"]) > 1 else sample_se
+    tolerance = max(tolerance, 1e-9)
+    exact = sum(abs(r["recorded"] - r["rerun"]) <= 1e-9 for r in rows)
+    return VerifyResult(
+        record_id=record["record_id"], sampled=len(rows), recorded_mean=recorded_mean,
+        rerun_mean=rerun_mean, tolerance=tolerance, exact_matches=exact,
+        reproduced=abs(rerun_mean - recorded_mean) <= tolerance, episodes=rows,
+    )

@@ -1,0 +1,132 @@
+"""Run records: schema validation on write and read, atomic writes, the store."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+from agentbench_poad.leaderboard import evaluate
+from agentbench_poad.leaderboard.records import (
+    RecordWarning,
+    add_record,
+    find_record,
+    load_records,
+    mean_stderr,
+    read_record,
+    write_json_atomic,
+    write_record,
+)
+from agentbench_poad.leaderboard.schema import SCHEMA_VERSION, RecordError, validate_record
+
+from tests.test_leaderboard_toys import CORRIDOR_ID, make_corridor_oracle
+
+
+@pytest.fixture(scope="module")
+def record():
+    return evaluate(make_corridor_oracle, CORRIDOR_ID, seeds=[0, 1], episodes=3)[0]
+
+
+def test_record_holds_everything_the_issue_asks_for(record):
+    assert record["schema_version"] == SCHEMA_VERSION
+    assert record["env"] == {"id": CORRIDOR_ID, "version": 0, "family": "leaderboardtoy",
+                             "open_action": False}
+    assert record["agent"]["name"] == "oracle" and record["agent"]["version"]
+    assert set(record["model"]) == {"base", "adapter"}
+    assert record["protocol"]["seeds"] == [0, 1]
+    assert [s["seed"] for s in record["scores"]["per_seed"]] == [0, 1]
+    assert all(len(s["episodes"]) == 3 for s in record["scores"]["per_seed"])
+    assert record["wall_time_s"] >= 0
+    assert record["hardware"]["cpu_count"] >= 1
+    assert record["software"]["package_version"]
+    assert "git_commit" in record["software"]
+    assert record["config"]["seeds"] == [0, 1] and record["config"]["episodes"] == 3
+    assert record["command"]
+    assert record["learning_curve"] is None and record["training"] is None
+
+
+def test_mean_and_standard_error_over_seeds(record):
+    per_seed = [s["score"] for s in record["scores"]["per_seed"]]
+    mean, se = mean_stderr(per_seed)
+    assert record["scores"]["mean"] == pytest.approx(mean)
+    assert record["scores"]["stderr"] == pytest.approx(se)
+    assert mean_stderr([1.0, 3.0]) == (2.0, 1.0)
+    assert mean_stderr([5.0]) == (5.0, 0.0)
+
+
+def test_write_then_read_round_trips(tmp_path, record):
+    path = write_record(tmp_path / "r.json", record)
+    assert read_record(path) == record
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_write_refuses_an_invalid_record_and_leaves_no_file(tmp_path, record):
+    bad = copy.deepcopy(record)
+    bad["scores"]["mean"] = "high"
+    with pytest.raises(RecordError, match="scores/mean"):
+        write_record(tmp_path / "bad.json", bad)
+    assert not (tmp_path / "bad.json").exists()
+
+
+def test_atomic_write_keeps_the_old_file_when_serialising_fails(tmp_path):
+    path = write_json_atomic(tmp_path / "x.json", {"a": 1})
+    with pytest.raises(ValueError):
+        write_json_atomic(path, {"a": float("nan")})  # allow_nan=False
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert os.listdir(tmp_path) == ["x.json"]
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda r: r.update(kind="something-else"), "not an agentbench-poad run record"),
+        (lambda r: r.update(schema_version=SCHEMA_VERSION + 1), "upgrade agentbench-poad"),
+        (lambda r: r.pop("env"), "'env' is a required property"),
+        (lambda r: r["scores"]["per_seed"][0].pop("episodes"), "episodes"),
+        (lambda r: r.update(record_id="has spaces/and slashes"), "record_id"),
+    ],
+)
+def test_foreign_or_mismatched_records_are_refused_with_the_reason(record, mutate, message):
+    bad = copy.deepcopy(record)
+    mutate(bad)
+    with pytest.raises(RecordError, match=message):
+        validate_record(bad, source="x.json")
+
+
+def test_store_skips_corrupt_and_foreign_files_with_a_named_warning(tmp_path, record):
+    add_record(record, tmp_path)
+    (tmp_path / "corrupt.json").write_text('{"schema_version": 1, "kind": ')
+    (tmp_path / "foreign.json").write_text(json.dumps({"name": "not ours"}))
+    with pytest.warns(RecordWarning) as caught:
+        records = load_records(tmp_path)
+    assert [r["record_id"] for r in records] == [record["record_id"]]
+    messages = " ".join(str(w.message) for w in caught)
+    assert "corrupt.json" in messages and "not valid JSON" in messages
+    assert "foreign.json" in messages and "not an agentbench-poad run record" in messages
+
+
+def test_add_refuses_duplicates_unless_replace(tmp_path, record):
+    path = add_record(record, tmp_path)
+    assert path.name == f"{record['record_id']}.json"
+    with pytest.raises(RecordError, match="already exists"):
+        add_record(record, tmp_path)
+    changed = copy.deepcopy(record)
+    changed["notes"] = "second"
+    add_record(changed, tmp_path, replace=True)
+    assert read_record(path)["notes"] == "second"
+
+
+def test_add_refuses_a_corrupt_record(tmp_path, record):
+    bad = copy.deepcopy(record)
+    del bad["scores"]
+    with pytest.raises(RecordError):
+        add_record(bad, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_find_record_names_close_matches(tmp_path, record):
+    add_record(record, tmp_path)
+    assert find_record(record["record_id"], tmp_path)["record_id"] == record["record_id"]
+    with pytest.raises(RecordError, match="did you mean"):
+        find_record("Corridor", tmp_path)

@@ -1,0 +1,348 @@
+"""Functional tests of the sandbox API over both backends (docker ones need an engine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentbench_poad.sandbox import (
+    Backend,
+    FailureCategory,
+    Limits,
+    SandboxResult,
+    get_backend,
+    run_code,
+    sandbox_status,
+)
+from agentbench_poad.sandbox import _jobs
+from agentbench_poad.sandbox.api import concurrency_limit
+
+FAST = Limits(wall_time_s=20, memory_mb=1024, pids=64, tmpfs_mb=64, log_bytes=4000)
+
+
+@pytest.fixture(scope="module", params=["process", pytest.param("docker", marks=pytest.mark.docker)])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == "docker":
+        request.getfixturevalue("sandbox_image")
+    b = get_backend(request.param)
+    yield b
+    b.close()
+
+
+def run(backend: Backend, source: str, inputs=None, *, entry: str = "f", limits: Limits = FAST,
+        output_shapes=None) -> SandboxResult:
+    return backend.run(textwrap.dedent(source), entry, inputs or {}, limits=limits,
+                       output_shapes=output_shapes)
+
+
+# -- the happy paths ---------------------------------------------------------------------------
+
+
+def test_array_in_array_out(backend: Backend) -> None:
+    x = np.arange(12, dtype=np.float64).reshape(4, 3)
+    result = run(backend, """
+        import numpy as np
+        def f(x, w):
+            print("shape", x.shape)
+            return x @ w
+    """, {"x": x, "w": np.ones(3)})
+    assert result.ok, result
+    assert result.category is None and result.backend == backend.name
+    np.testing.assert_array_equal(result.outputs["output"], x @ np.ones(3))
+    assert "shape (4, 3)" in result.stdout_tail
+    assert result.duration_s > 0
+
+
+def test_dict_outputs_and_shapes(backend: Backend) -> None:
+    result = run(backend, """
+        import numpy as np
+        def f(n):
+            k = int(n[0])
+            return {"scores": np.linspace(0, 1, k), "labels": np.arange(k) % 2 == 0}
+    """, {"n": np.array([5])}, output_shapes={"scores": (None,), "labels": (5,)})
+    assert result.ok, result
+    assert set(result.outputs) == {"scores", "labels"}
+    assert result.outputs["labels"].dtype == np.bool_
+    np.testing.assert_allclose(result.outputs["scores"], np.linspace(0, 1, 5))
+
+
+def test_sklearn_fit_predict(backend: Backend) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 5))
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.int64)
+    result = run(backend, """
+        from sklearn.linear_model import LogisticRegression
+        def f(x_train, y_train, x_test):
+            model = LogisticRegression().fit(x_train, y_train)
+            return model.predict_proba(x_test)
+    """, {"x_train": x[:150], "y_train": y[:150], "x_test": x[150:]},
+        output_shapes={"output": (50, 2)})
+    assert result.ok, result
+    proba = result.outputs["output"]
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert ((proba[:, 1] > 0.5) == y[150:]).mean() > 0.8
+
+
+def test_syntax_error(backend: Backend) -> None:
+    result = run(backend, "def f(:\n    return 1\n")
+    assert result.category is FailureCategory.SYNTAX_ERROR and not result.ok
+    assert result.message.startswith("SyntaxError") and "line 1" in result.message
+    assert result.outputs == {}
+
+
+def test_exception_has_traceback_tail(backend: Backend) -> None:
+    result = run(backend, """
+        def helper(v):
+            raise ValueError(f"bad value {v}")
+        def f():
+            helper(42)
+    """)
+    assert result.category is FailureCategory.EXCEPTION
+    assert result.message == "ValueError: bad value 42"
+    assert "solution.py" in result.traceback_tail and "helper" in result.traceback_tail
+    assert "harness" not in result.traceback_tail  # the runner's own frames are dropped
+
+
+def test_missing_entry_and_wrong_return_type(backend: Backend) -> None:
+    missing = run(backend, "def g():\n    return 1\n")
+    assert missing.category is FailureCategory.EXCEPTION and "'f'" in missing.message
+    wrong = run(backend, "def f():\n    return [1, 2, 3]\n")
+    assert wrong.category is FailureCategory.OUTPUT_INVALID and "list" in wrong.message
+
+
+def test_inputs_are_read_only_files(backend: Backend) -> None:
+    result = run(backend, """
+        import os, sys
+        def f(x):
+            x += 1  # the in-memory copy is the code's own
+            path = os.path.join(sys.argv[1], "inputs", "x.npy")
+            try:
+                with open(path, "r+b") as fh:
+                    fh.write(b"tampered")
+            except OSError as exc:
+                print("denied:", type(exc).__name__)
+                return x
+            raise RuntimeError("the input file was writable")
+    """, {"x": np.zeros(3)})
+    assert result.ok, result
+    assert "denied:" in result.stdout_tail
+    np.testing.assert_array_equal(result.outputs["output"], np.ones(3))
+
+
+def test_stderr_is_captured(backend: Backend) -> None:
+    result = run(backend, """
+        import sys, numpy as np
+        def f():
+            print("to stderr", file=sys.stderr)
+            return np.zeros(1)
+    """)
+    assert result.ok and "to stderr" in result.stderr_tail
+
+
+# -- caller errors are exceptions, not results ----------------------------------------------------
+
+
+def test_bad_calls_raise() -> None:
+    backend = get_backend("process")
+    with pytest.raises(TypeError, match="numeric"):
+        backend.run("def f(x): return x", "f", {"x": np.array(["a"])})
+    with pytest.raises(ValueError, match="identifier"):
+        backend.run("def f(x): return x", "f", {"not valid": np.zeros(1)})
+    with pytest.raises(ValueError, match="identifier"):
+        backend.run("def f(): return 1", "f()", {})
+    with pytest.raises(TypeError, match="source"):
+        backend.run(b"def f(): pass", "f", {})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown sandbox backend"):
+        get_backend("vm")
+    with pytest.raises(ValueError, match="no warm pool"):
+        get_backend("process", pool_size=2)
+
+
+def test_limits_validate() -> None:
+    with pytest.raises(ValueError, match="wall_time_s"):
+        Limits(wall_time_s=0)
+    with pytest.raises(ValueError, match="pids"):
+        Limits(pids=2)
+    limits = Limits(output_mb=8, tmpfs_mb=32, cpus=1.5)
+    assert limits.file_size_bytes == 32 * 2**20 and limits.threads == 2
+
+
+def test_concurrency_limit_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTBENCH_SANDBOX_CONCURRENCY", "3")
+    assert concurrency_limit() == 3
+    monkeypatch.setenv("AGENTBENCH_SANDBOX_CONCURRENCY", "zero")
+    with pytest.raises(ValueError, match="AGENTBENCH_SANDBOX_CONCURRENCY"):
+        concurrency_limit()
+    monkeypatch.delenv("AGENTBENCH_SANDBOX_CONCURRENCY")
+    assert concurrency_limit() == (os.cpu_count() or 1)
+
+
+def test_run_code_with_backend_name() -> None:
+    result = run_code("import numpy as np\ndef f(a):\n    return a * 3\n", "f",
+                      {"a": np.array([1, 2])}, backend="process", limits=FAST)
+    assert result.ok and result.backend == "process"
+    np.testing.assert_array_equal(result.outputs["output"], [3, 6])
+
+
+def test_process_backend_says_it_is_weaker() -> None:
+    backend = get_backend("process")
+    assert backend.name == "process" and "weaker" in backend.isolation
+
+
+def test_auto_falls_back_to_process_when_the_image_is_missing() -> None:
+    backend = get_backend("auto", image="agentbench-poad-sandbox:does-not-exist")
+    assert backend.name == "process"
+
+
+def test_sandbox_status_reports_both_backends() -> None:
+    status = sandbox_status(image="agentbench-poad-sandbox:does-not-exist")
+    assert set(status) == {"docker", "process", "auto"}
+    assert status["docker"]["usable"] is False and status["docker"]["why"]
+    assert status["process"]["usable"] is True and status["auto"] == "process"
+    assert "process" in str(status) and "NOT usable" in str(status)
+    json.dumps(status)  # plain data
+
+
+@pytest.mark.docker
+def test_auto_picks_docker_when_the_engine_and_image_exist() -> None:
+    backend = get_backend("auto")
+    try:
+        assert backend.name == "docker" and "uid 65534" in backend.isolation
+    finally:
+        backend.close()
+
+
+# -- host-side validation (unit level: the sandbox is not needed to forge files) -----------------
+
+
+def _job_with(status: dict, slots: dict[int, bytes]) -> _jobs.JobDir:
+    job = _jobs.JobDir(sandbox_uid=None)
+    (job.out_dir / "status.json").write_text(json.dumps(status))
+    for index, data in slots.items():
+        (job.out_dir / f"slot_{index}.npy").write_bytes(data)
+    return job
+
+
+def _npy(array: np.ndarray) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=array.dtype == object)
+    return buf.getvalue()
+
+
+def _classify(job: _jobs.JobDir, limits: Limits = FAST, **kw) -> SandboxResult:
+    try:
+        return _jobs.classify(job, limits=limits, output_shapes=kw.pop("output_shapes", None),
+                              backend="test", duration_s=0.1, stdout=b"", stderr=b"",
+                              timed_out=False, memory_killed=False, exit_description="exit 0",
+                              **kw)
+    finally:
+        job.cleanup()
+
+
+def test_classify_accepts_valid_outputs() -> None:
+    job = _job_with({"category": "ok", "outputs": ["a"]}, {0: _npy(np.arange(3.0))})
+    result = _classify(job)
+    assert result.ok and list(result.outputs) == ["a"]
+
+
+@pytest.mark.parametrize("status,slot,reason", [
+    ({"category": "ok", "outputs": ["a"]}, _npy(np.array([1.0, np.inf])), "NaN or infinite"),
+    ({"category": "ok", "outputs": ["a"]}, _npy(np.array(["x"])), "dtype"),
+    ({"category": "ok", "outputs": ["a"]}, _npy(np.array([{}], dtype=object)), "valid .npy"),
+    ({"category": "ok", "outputs": ["a"]}, b"\x80\x04K\x01.", "valid .npy"),  # a pickle
+    ({"category": "ok", "outputs": ["a"]}, b"", "valid .npy"),
+    ({"category": "ok", "outputs": []}, b"", "no outputs"),
+    ({"category": "ok", "outputs": ["a", "a"]}, _npy(np.zeros(1)), "distinct"),
+    ({"category": "ok", "outputs": ["../x"]}, _npy(np.zeros(1)), "identifiers"),
+    ({"category": "ok", "outputs": ["o"] * 0 + [f"o{i}" for i in range(9)]}, b"", "at most"),
+])
+def test_classify_rejects_forged_outputs(status: dict, slot: bytes, reason: str) -> None:
+    result = _classify(_job_with(status, {0: slot}))
+    assert result.category is FailureCategory.OUTPUT_INVALID and not result.ok
+    assert reason in result.message and result.outputs == {}
+
+
+def test_classify_checks_shape_and_names() -> None:
+    ok = {"category": "ok", "outputs": ["output"]}
+    shaped = _classify(_job_with(ok, {0: _npy(np.zeros((2, 3)))}),
+                       output_shapes={"output": (2, None)})
+    assert shaped.ok
+    wrong = _classify(_job_with(ok, {0: _npy(np.zeros((2, 3)))}), output_shapes={"output": (3,)})
+    assert wrong.category is FailureCategory.OUTPUT_INVALID and "shape" in wrong.message
+    other = _classify(_job_with(ok, {0: _npy(np.zeros(2))}), output_shapes={"scores": (2,)})
+    assert other.category is FailureCategory.OUTPUT_INVALID and "expected outputs" in other.message
+
+
+def test_classify_caps_output_size() -> None:
+    job = _job_with({"category": "ok", "outputs": ["a"]}, {0: _npy(np.zeros(2**18))})  # 2 MiB
+    result = _classify(job, Limits(output_mb=1))
+    assert result.category is FailureCategory.OUTPUT_INVALID and "limit" in result.message
+
+
+def test_classify_refuses_links(tmp_path: Path) -> None:
+    target = tmp_path / "real.npy"
+    target.write_bytes(_npy(np.zeros(2)))
+    job = _jobs.JobDir(sandbox_uid=None)
+    (job.out_dir / "status.json").write_text(json.dumps({"category": "ok", "outputs": ["a"]}))
+    (job.out_dir / "slot_0.npy").unlink()
+    (job.out_dir / "slot_0.npy").symlink_to(target)
+    assert _classify(job).category is FailureCategory.OUTPUT_INVALID
+    job = _jobs.JobDir(sandbox_uid=None)
+    (job.out_dir / "status.json").write_text(json.dumps({"category": "ok", "outputs": ["a"]}))
+    (job.out_dir / "slot_0.npy").unlink()
+    os.link(target, job.out_dir / "slot_0.npy")
+    result = _classify(job)
+    assert result.category is FailureCategory.OUTPUT_INVALID and "plain file" in result.message
+
+
+@pytest.mark.parametrize("status", [
+    {"category": "timeout", "message": "forged"},        # only the host decides timeouts
+    {"category": "sandbox_error", "message": "forged"},
+    {"category": "ok", "outputs": "output"},
+    ["not", "a", "dict"],
+    "x" * (_jobs.MAX_STATUS_BYTES + 10),
+])
+def test_classify_ignores_malformed_status(status) -> None:
+    result = _classify(_job_with(status, {}))
+    assert result.category is FailureCategory.EXCEPTION and "before its entry returned" in \
+        result.message
+
+
+def test_host_observations_take_precedence() -> None:
+    job = _job_with({"category": "ok", "outputs": ["a"]}, {0: _npy(np.zeros(1))})
+    timed_out = _jobs.classify(job, limits=FAST, output_shapes=None, backend="t", duration_s=1,
+                               stdout=b"x" * 10_000, stderr=b"", timed_out=True,
+                               memory_killed=False, exit_description="killed")
+    assert timed_out.category is FailureCategory.TIMEOUT and "20 s" in timed_out.message
+    assert len(timed_out.stdout_tail) == FAST.log_bytes
+    oom = _jobs.classify(job, limits=FAST, output_shapes=None, backend="t", duration_s=1,
+                         stdout=b"", stderr=b"", timed_out=False, memory_killed=True,
+                         exit_description="killed")
+    job.cleanup()
+    assert oom.category is FailureCategory.MEMORY_EXCEEDED and not oom.ok
+
+
+# -- the CLI ------------------------------------------------------------------------------------
+
+
+def test_cli_status_and_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agentbench_poad.cli import main
+
+    assert main(["sandbox", "status", "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["process"]["usable"] is True
+    script = tmp_path / "job.py"
+    script.write_text("import numpy as np\ndef go():\n    return np.arange(4)\n")
+    assert main(["sandbox", "run", str(script), "go", "--backend", "process"]) == 0
+    out = capsys.readouterr().out
+    assert "result: ok" in out and "output: int64 (4,)" in out
+    script.write_text("def go():\n    raise KeyError('nope')\n")
+    assert main(["sandbox", "run", str(script), "go", "--backend", "process"]) == 1
+    assert "exception: KeyError: 'nope'" in capsys.readouterr().out

@@ -1,0 +1,450 @@
+"""Hostile code against both backends: each attack ends in its documented failure category, no
+secret reaches any output, the host stays healthy, and nothing is left behind (no labelled
+container of this process, no sandbox process carrying the attack's token).
+
+Timeouts are a few seconds so the whole file stays fast. Processes spawned by attacks rename
+themselves (``prctl(PR_SET_NAME)``) to a per-test token, so leftovers can be found without
+confusing them with another xdist worker's sandboxes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentbench_poad.sandbox import Backend, FailureCategory, Limits, SandboxResult, get_backend
+
+SHORT = Limits(wall_time_s=4, memory_mb=512, pids=32, tmpfs_mb=32, output_mb=4, log_bytes=2000)
+SANDBOX_UID = 65534
+PACKAGE_FILE = Path(__file__).resolve().parents[1] / "agentbench_poad" / "sandbox" / "api.py"
+
+# Renames the calling process so the test can find it later (comm is at most 15 bytes).
+NAME_SELF = """
+import ctypes
+def name_self(token):
+    ctypes.CDLL(None).prctl(15, token.encode()[:15], 0, 0, 0)
+"""
+
+
+@pytest.fixture(scope="module",
+                params=["process", pytest.param("docker", marks=pytest.mark.docker)])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == "docker":
+        request.getfixturevalue("sandbox_image")
+    b = get_backend(request.param)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def token() -> str:
+    return "abp" + uuid.uuid4().hex[:12]
+
+
+def _processes_named(token: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == token[:15]:
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _my_containers() -> list:
+    from agentbench_poad.sandbox.docker_backend import LABEL, OWNER_LABEL, owner_id
+
+    import docker
+
+    client = docker.from_env(timeout=30)
+    try:
+        return client.containers.list(all=True, filters={"label": [LABEL,
+                                                                    f"{OWNER_LABEL}={owner_id()}"]})
+    finally:
+        client.close()
+
+
+def assert_clean(backend: Backend, token: str | None = None) -> None:
+    """Nothing of the run survives: processes carrying the token, or our containers."""
+    deadline = time.monotonic() + 5  # namespace / container teardown is asynchronous
+    while token and _processes_named(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if token:
+        assert _processes_named(token) == [], "a sandbox process outlived its run"
+    if backend.name == "docker":
+        assert _my_containers() == [], "a labelled container outlived its run"
+
+
+def attack(backend: Backend, source: str, *, limits: Limits = SHORT, output_shapes=None,
+           token: str | None = None) -> SandboxResult:
+    source = textwrap.dedent(source)
+    if token:
+        source = NAME_SELF + source.replace("TOKEN", token)
+    result = backend.run(source, "f", {}, limits=limits, output_shapes=output_shapes)
+    assert_clean(backend, token)
+    return result
+
+
+def everything(result: SandboxResult) -> str:
+    arrays = " ".join(a.tobytes().decode("latin-1") for a in result.outputs.values())
+    return " ".join([result.message, result.traceback_tail, result.stdout_tail,
+                     result.stderr_tail, arrays])
+
+
+# -- reading what is not theirs -----------------------------------------------------------------
+
+READ_AND_LEAK = """
+import numpy as np
+def f():
+    data = open(PATH, "rb").read()
+    print(data.decode("latin-1"))
+    return np.frombuffer(data, dtype=np.uint8)
+"""
+
+
+def test_read_etc_shadow(backend: Backend) -> None:
+    result = attack(backend, READ_AND_LEAK.replace("PATH", "'/etc/shadow'"))
+    assert result.category is FailureCategory.EXCEPTION
+    assert "PermissionError" in result.message
+    shadow = Path("/etc/shadow")
+    if os.access(shadow, os.R_OK):
+        root_line = shadow.read_text().splitlines()[0]
+        assert root_line not in everything(result)
+
+
+def test_read_host_home(backend: Backend) -> None:
+    if backend.name == "process" and os.geteuid() != 0:
+        pytest.skip("not root: the process backend runs as this user and can read its home")
+    secret = "home-secret-" + uuid.uuid4().hex
+    path = Path.home() / f".abp-sandbox-test-{uuid.uuid4().hex[:8]}"
+    path.write_text(secret)
+    path.chmod(0o644)  # readable by anyone who can reach it: only hiding protects it
+    try:
+        result = attack(backend, READ_AND_LEAK.replace("PATH", repr(str(path))))
+    finally:
+        path.unlink()
+    assert result.category is FailureCategory.EXCEPTION
+    assert "FileNotFoundError" in result.message or "PermissionError" in result.message
+    assert secret not in everything(result)
+
+
+def test_read_package_source(backend: Backend) -> None:
+    if backend.name == "process" and os.geteuid() != 0:
+        pytest.skip("not root: the process backend cannot hide the package source")
+    secret = PACKAGE_FILE.read_text().splitlines()[0]
+    result = attack(backend, READ_AND_LEAK.replace("PATH", repr(str(PACKAGE_FILE))))
+    assert result.category is FailureCategory.EXCEPTION
+    assert secret not in everything(result)
+
+
+def test_environment_is_scrubbed(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "env-secret-" + uuid.uuid4().hex
+    monkeypatch.setenv("ABP_SANDBOX_TEST_SECRET", secret)
+    result = attack(backend, """
+        import os
+        def f():
+            print(dict(os.environ))
+            for pid in os.listdir("/proc"):
+                try:
+                    print(open(f"/proc/{pid}/environ", "rb").read())
+                except OSError:
+                    pass
+            return os.environ["ABP_SANDBOX_TEST_SECRET"]
+    """)
+    assert result.category is FailureCategory.EXCEPTION and "KeyError" in result.message
+    assert secret not in everything(result)
+
+
+# -- network ----------------------------------------------------------------------------------
+
+
+def test_no_network(backend: Backend) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    connections: list[object] = []
+
+    def accept() -> None:
+        try:
+            connections.append(server.accept())
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=accept)
+    thread.start()
+    try:
+        result = attack(backend, f"""
+            import socket
+            def f():
+                errors = []
+                for host, port in [("127.0.0.1", {port}), ("1.1.1.1", 53), ("172.17.0.1", 22)]:
+                    try:
+                        socket.create_connection((host, port), timeout=1).close()
+                    except OSError as exc:
+                        errors.append(type(exc).__name__)
+                    else:
+                        return "connected"
+                raise ConnectionError(",".join(errors))
+        """)
+    finally:
+        thread.join()
+        server.close()
+    assert connections == [], "the sandbox reached a host socket"
+    assert result.category is FailureCategory.EXCEPTION
+    assert result.message.startswith("ConnectionError")
+
+
+# -- resource exhaustion -------------------------------------------------------------------------
+
+
+def test_fork_bomb_is_capped(backend: Backend, token: str) -> None:
+    # Capped by construction too: at most 200 children, each only sleeps (never forks again).
+    result = attack(backend, """
+        import os, time
+        def f():
+            for _ in range(200):
+                if os.fork() == 0:
+                    name_self("TOKEN")
+                    time.sleep(60)
+                    os._exit(0)
+            raise AssertionError("200 processes were allowed")
+    """, token=token)
+    assert result.category is FailureCategory.EXCEPTION
+    assert "BlockingIOError" in result.message or "Resource temporarily" in result.message
+
+
+def test_unbounded_memory(backend: Backend) -> None:
+    result = attack(backend, """
+        def f():
+            hoard = []
+            while True:
+                hoard.append(b"\\x01" * (32 << 20))  # touched pages, not lazy zeros
+    """, limits=Limits(wall_time_s=10, memory_mb=256, pids=32, tmpfs_mb=32, log_bytes=2000))
+    assert result.category is FailureCategory.MEMORY_EXCEEDED, result
+
+
+def test_fill_the_disk(backend: Backend) -> None:
+    result = attack(backend, """
+        import os, tempfile
+        def f():
+            chunk = b"\\x00" * (1 << 20)
+            with open(os.path.join(tempfile.gettempdir(), "fill"), "wb") as fh:
+                for _ in range(10_000):  # 10 GB if nothing stopped it
+                    fh.write(chunk)
+                    fh.flush()
+    """)
+    assert result.category in (FailureCategory.EXCEPTION, FailureCategory.MEMORY_EXCEEDED)
+    if result.category is FailureCategory.EXCEPTION:
+        assert "No space left" in result.message or "File too large" in result.message
+
+
+def test_loop_forever(backend: Backend) -> None:
+    result = attack(backend, "def f():\n    while True:\n        pass\n",
+                    limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32))
+    assert result.category is FailureCategory.TIMEOUT and "timed out after 2 s" == result.message
+
+
+def test_ignore_sigterm(backend: Backend, token: str) -> None:
+    result = attack(backend, """
+        import signal, time
+        def f():
+            name_self("TOKEN")
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            while True:
+                time.sleep(0.05)
+    """, token=token, limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32))
+    assert result.category is FailureCategory.TIMEOUT
+
+
+def test_flood_stdout(backend: Backend) -> None:
+    result = attack(backend, """
+        import sys, numpy as np
+        def f():
+            line = "y" * 1023 + "\\n"
+            for _ in range(20_000):  # 20 MB
+                sys.stdout.write(line)
+            sys.stdout.write("THE END\\n")
+            return np.ones(2)
+    """, limits=Limits(wall_time_s=20, memory_mb=512, pids=32, tmpfs_mb=32, log_bytes=3000))
+    assert result.ok, result
+    assert len(result.stdout_tail.encode()) <= 3000 and result.stdout_tail.endswith("THE END\n")
+
+
+def test_flood_stdout_forever(backend: Backend) -> None:
+    result = attack(backend, """
+        import sys
+        def f():
+            while True:
+                sys.stdout.write("z" * 65536)
+    """, limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32, log_bytes=1000))
+    assert result.category is FailureCategory.TIMEOUT
+    assert len(result.stdout_tail.encode()) <= 1000
+
+
+def test_daemons_do_not_survive(backend: Backend, token: str) -> None:
+    result = attack(backend, """
+        import os, time, numpy as np
+        def f():
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    name_self("TOKEN")
+                    os.close(1); os.close(2)
+                    time.sleep(120)
+                os._exit(0)
+            os.wait()
+            time.sleep(0.3)
+            return np.array([1.0])
+    """, token=token)
+    assert result.ok, result  # the daemon is not an error; assert_clean checked it is gone
+
+
+# -- forged and invalid outputs --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("returned,shapes,category", [
+    ("np.array([1.0, np.nan])", None, FailureCategory.OUTPUT_INVALID),
+    ("np.array([np.inf])", None, FailureCategory.OUTPUT_INVALID),
+    ("np.zeros(4)", {"output": (3,)}, FailureCategory.OUTPUT_INVALID),
+    ("np.zeros((3, 2))", {"output": (3,)}, FailureCategory.OUTPUT_INVALID),
+    ("np.array([object(), 1], dtype=object)", None, FailureCategory.OUTPUT_INVALID),
+    ("np.array(['a', 'b'])", None, FailureCategory.OUTPUT_INVALID),
+    ("{'output': np.zeros(3), 'extra': np.zeros(1)}", {"output": (3,)},
+     FailureCategory.OUTPUT_INVALID),
+    ("np.zeros(2 * 2**20)", None, FailureCategory.OUTPUT_INVALID),  # 16 MiB > output_mb
+    ("__import__('pickle').dumps([1, 2])", None, FailureCategory.OUTPUT_INVALID),
+])
+def test_invalid_outputs(backend: Backend, returned: str, shapes, category) -> None:
+    result = attack(backend, f"import numpy as np\ndef f():\n    return {returned}\n",
+                    output_shapes=shapes)
+    assert result.category is category and not result.ok and result.outputs == {}
+
+
+def test_forged_pickle_is_never_loaded(backend: Backend, token: str) -> None:
+    marker = Path("/tmp") / f"abp-pwned-{token}"
+    result = attack(backend, f"""
+        import json, os, pickle, sys
+        class Evil:
+            def __reduce__(self):
+                return (os.system, ("touch {marker}",))
+        def f():
+            out = sys.argv[2]
+            with open(os.path.join(out, "slot_0.npy"), "wb") as fh:
+                pickle.dump(Evil(), fh)
+            with open(os.path.join(out, "status.json"), "w") as fh:
+                json.dump({{"category": "ok", "outputs": ["output"]}}, fh)
+            os._exit(0)
+    """)
+    assert result.category is FailureCategory.OUTPUT_INVALID
+    assert not marker.exists()
+
+
+def test_forged_object_npy(backend: Backend) -> None:
+    result = attack(backend, """
+        import json, os, sys
+        import numpy as np
+        def f():
+            out = sys.argv[2]
+            np.save(os.path.join(out, "slot_0.npy"), np.array([{"a": 1}], dtype=object),
+                    allow_pickle=True)
+            with open(os.path.join(out, "status.json"), "w") as fh:
+                json.dump({"category": "ok", "outputs": ["output"]}, fh)
+            os._exit(0)
+    """)
+    assert result.category is FailureCategory.OUTPUT_INVALID
+
+
+def test_tamper_with_harness_and_status(backend: Backend) -> None:
+    result = attack(backend, """
+        import json, os, sys
+        def f():
+            in_dir, out = sys.argv[1], sys.argv[2]
+            denied = []
+            for path in (os.path.join(in_dir, "harness.py"), os.path.join(in_dir, "job.json")):
+                try:
+                    open(path, "a").write("# tampered")
+                except OSError:
+                    denied.append(path)
+            print("denied", len(denied), flush=True)
+            with open(os.path.join(out, "slot_0.npy"), "wb") as fh:
+                fh.write(b"garbage, not an array")
+            with open(os.path.join(out, "status.json"), "w") as fh:
+                json.dump({"category": "ok", "outputs": ["output"], "score": 1.0}, fh)
+            os._exit(0)
+    """)
+    assert result.category is FailureCategory.OUTPUT_INVALID
+    assert "denied 2" in result.stdout_tail
+
+
+def test_forged_status_categories_are_not_trusted(backend: Backend) -> None:
+    result = attack(backend, """
+        import json, os, sys
+        def f():
+            with open(os.path.join(sys.argv[2], "status.json"), "w") as fh:
+                json.dump({"category": "timeout", "message": "not me"}, fh)
+            os._exit(0)
+    """)
+    assert result.category is FailureCategory.EXCEPTION and "not me" not in result.message
+
+
+def test_monkeypatched_runner_cannot_forge_success(backend: Backend) -> None:
+    # Replace the runner's np.save so "outputs" are empty files, then return normally.
+    result = attack(backend, """
+        import numpy as np
+        def f():
+            np.save = lambda fh, arr, allow_pickle=False: fh.write(b"")
+            return np.ones(3)
+    """)
+    assert result.category is FailureCategory.OUTPUT_INVALID
+
+
+def test_write_outside_the_work_dir(backend: Backend, token: str) -> None:
+    if backend.name == "process" and os.geteuid() != 0:
+        pytest.skip("not root: the process backend shares the host's /tmp")
+    host_targets = [f"/tmp/abp-escape-{token}", f"/var/tmp/abp-escape-{token}",
+                    str(Path.home() / f"abp-escape-{token}")]
+    result = attack(backend, f"""
+        import os, sys
+        def f():
+            targets = {host_targets!r} + ["/etc/abp-{token}", "/usr/abp-{token}",
+                       os.path.join(sys.argv[2], "new_file"), os.path.join(sys.argv[1], "x")]
+            written = []
+            for path in targets[3:]:
+                try:
+                    with open(path, "w") as fh:
+                        fh.write("x")
+                    written.append(path)
+                except OSError:
+                    pass
+            for path in targets[:3]:  # inside the sandbox these may be its own scratch space
+                try:
+                    with open(path, "w") as fh:
+                        fh.write("x")
+                except OSError:
+                    pass
+            raise PermissionError(f"{{len(written)}} forbidden writes succeeded: {{written}}")
+    """)
+    assert result.category is FailureCategory.EXCEPTION
+    assert result.message.startswith("PermissionError: 0 forbidden writes"), result.message
+    for path in host_targets:
+        assert not Path(path).exists(), f"the sandbox wrote {path} on the host"
+
+
+def test_host_is_healthy_afterwards(backend: Backend) -> None:
+    result = attack(backend, "import numpy as np\ndef f():\n    return np.arange(3)\n")
+    assert result.ok and result.outputs["output"].tolist() == [0, 1, 2]
