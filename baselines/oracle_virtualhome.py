@@ -64,15 +64,29 @@ class VirtualHomeOracle:
                 "use agentbench_poad.baselines.oracle.make_oracle(env) to dispatch by family"
             )
         self.env = unwrapped
+        # state -> first action of a shortest plan from it (None: the goal is unreachable);
+        # every state along a found plan is filled in, so an episode searches once.
+        self._next: dict[State, str | None] = {}
 
     def plan(self) -> list[str] | None:
         """A shortest plan from the env's current state."""
         return shortest_plan(self.env.scenario, self.env.state)
 
     def act(self, observation: str, available_actions: Sequence[str] | None) -> str:
-        plan = self.plan()
-        if plan:
-            return plan[0]
+        state = self.env.state
+        if state not in self._next:
+            plan = self.plan()
+            self._next[state] = plan[0] if plan else None
+            scenario = self.env.scenario
+            for label, following in zip(plan or [], (plan or [])[1:]):
+                index = scenario.offered(state).index(label)
+                state = scenario.scene.apply(
+                    state, scenario.catalogue[scenario.offered_indices(state)[index]][1]
+                )
+                self._next[state] = following
+        action = self._next[self.env.state]
+        if action is not None:
+            return action
         # Goal unreachable (e.g. the Entertainment dead end): any offered action will do.
         actions = list(available_actions or self.env.offered_actions())
         return actions[0]

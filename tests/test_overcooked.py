@@ -6,7 +6,7 @@ from collections import deque
 
 import gymnasium as gym
 import pytest
-from agentbench_poad.environments.overcooked.engine import KitchenEngine
+from agentbench_poad.environments.overcooked.engine import CHEF, KitchenEngine
 from agentbench_poad.environments.overcooked.tasks import TASKS
 from agentbench_poad.environments.overcooked.text import PromptBuilder
 
@@ -244,3 +244,51 @@ def test_team_reward_is_one_step_penalty_per_tick():
     engine.reset()
     reward, _, _ = engine.tick([1, 1])
     assert reward == pytest.approx(-0.001)
+
+
+def _check_invariants(engine: KitchenEngine) -> None:
+    s = engine.state
+    held = {h for h in s.hand if h >= 0}
+    in_plate = set(s.contents)
+    on_board = {b for b in s.board if b >= 0}
+    for k, p in enumerate(s.pos):
+        if k in held:
+            assert p == s.chef[s.hand.index(k)]
+        elif k in in_plate:
+            assert p == s.pos[engine.plate]
+        elif k in on_board:
+            assert p == engine.boards[s.board.index(k)]
+        elif k == engine.plate and s.delivered:
+            assert p == engine.delivery
+        else:  # on a plain counter: the cell says which item lies there
+            assert s.cells[p[0] * engine.width + p[1]] == engine.item_codes[k]
+    for p in s.chef:
+        assert p in engine._interior
+        assert s.cells[p[0] * engine.width + p[1]] == CHEF
+    assert len(set(s.chef)) == len(s.chef)
+    assert all(0 <= c <= 3 for c in s.chops)
+
+
+@pytest.mark.parametrize(
+    ("task", "n_agents"),
+    [("TomatoSalad", 1), ("TomatoLettuceSalad", 1), ("TomatoSalad", 2), ("TomatoLettuceSalad", 2)],
+)
+def test_random_rollouts_keep_the_kitchen_consistent(task, n_agents):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    engine = KitchenEngine(TASKS[task], n_agents=n_agents)
+    for _ in range(5):
+        engine.reset()
+        ticks = 0
+        for _ in range(300):
+            result = engine.run_macros(
+                [int(rng.integers(len(engine.macros))) for _ in range(n_agents)]
+            )
+            assert result.ticks >= 1
+            ticks += result.ticks
+            assert engine.state.ticks == ticks
+            _check_invariants(engine)
+            if result.terminated or result.truncated:
+                break
+        assert result.terminated or result.truncated

@@ -137,6 +137,8 @@ def test_bad_input():
             env.step(bad)
     with pytest.raises(ValueError, match="TomatoLettuceSalad"):
         gym.make("Overcooked-TomatoSalad-v0", task="Pizza")
+    with pytest.raises(ValueError, match="parallel_env"):
+        gym.make("Overcooked-TomatoSalad-v0", n_agents=2)
     with pytest.raises(ValueError, match="n_agents"):
         parallel_env(task="TomatoSalad", n_agents=3)
     with pytest.raises(ValueError, match="n_agents"):

@@ -34,7 +34,11 @@ def test_oracle_serves_the_dish(task):
             assert info["action_valid"]
             assert not truncated
             if terminated:
-                served = reward > 0.5  # the +1 of the right dish, discounted over the last walk
+                # The last macro-action: n ticks of -0.001 and the +1 on its last tick.
+                n = info["macro_action_steps"]
+                served_reward = sum(-0.001 * 0.99**k for k in range(n)) + 0.99 ** (n - 1)
+                served = reward == pytest.approx(served_reward, abs=1e-12)
+                assert env.unwrapped.engine.state.delivered
                 break
         assert served, f"{task}: no dish served with seed {seed}"
 

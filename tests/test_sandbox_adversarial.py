@@ -271,6 +271,32 @@ def test_ignore_sigterm(backend: Backend, token: str) -> None:
     assert result.category is FailureCategory.TIMEOUT
 
 
+def test_escape_the_process_group_and_hang(backend: Backend, token: str) -> None:
+    result = attack(backend, """
+        import os, time
+        def f():
+            name_self("TOKEN")
+            os.setsid()  # leaves the host's process group: killpg alone would miss it
+            while True:
+                time.sleep(0.05)
+    """, token=token, limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32))
+    assert result.category is FailureCategory.TIMEOUT
+
+
+def test_kill_the_runner_from_inside(backend: Backend, token: str) -> None:
+    result = attack(backend, """
+        import os, signal, time
+        def f():
+            if os.fork() == 0:
+                name_self("TOKEN")
+                time.sleep(60)
+            os.kill(1, signal.SIGKILL)  # PID 1 of the sandbox (init / timeout backstop)
+            os.kill(os.getpid(), signal.SIGKILL)
+    """, token=token)
+    assert result.category is FailureCategory.EXCEPTION
+    assert "before its entry returned" in result.message
+
+
 def test_flood_stdout(backend: Backend) -> None:
     result = attack(backend, """
         import sys, numpy as np

@@ -121,7 +121,9 @@ def test_prompt_states_the_goal_and_ends_with_the_cue(task: VirtualHomeTask) -> 
         if task.scenario == "appliance" or noun in ("chips", "milk"):
             assert noun in obs
     # Every offered label names only this task's nouns.
-    assert all(a.startswith(("walk", "grab", "put", "open", "close")) for a in info["available_actions"])
+    assert all(
+        a.startswith(("walk", "grab", "put", "open", "close")) for a in info["available_actions"]
+    )
     # Same reset for every seed: the reference has no randomness.
     assert env.reset(seed=123)[0] == obs
 
@@ -247,7 +249,9 @@ def test_held_item_is_filed_one_walk_late() -> None:
 
 def test_offered_but_ineffective_put_changes_nothing() -> None:
     env = make()
-    obs, _, _, _, info = run(env, ["walk to the pancake", "grab the pancake", "walk to the microwave"])
+    obs, _, _, _, info = run(
+        env, ["walk to the pancake", "grab the pancake", "walk to the microwave"]
+    )
     assert "put the pancake in the microwave" in info["available_actions"]
     state = env.unwrapped.state
     obs2, reward, _, _, info2 = env.step("put the pancake in the microwave")  # still shut
@@ -266,7 +270,9 @@ def test_unavailable_action_is_a_noop_with_a_note(action: str) -> None:
     obs2, reward, terminated, truncated, info2 = env.step(action)
     assert reward == env.unwrapped.invalid_action_penalty == 0.0
     assert not (terminated or truncated)
-    assert info2["action_valid"] is False and info2["available_actions"] == info["available_actions"]
+    assert (
+        info2["action_valid"] is False and info2["available_actions"] == info["available_actions"]
+    )
     assert env.unwrapped.state == state
     assert "is not available here" in obs2 and obs2.endswith(obs)
     assert env.observation_space.contains(obs2)

@@ -102,7 +102,9 @@ def card_rates() -> dict[str, float]:
     block = text.split("<!-- random-success -->")[1].split("<!-- /random-success -->")[0]
     return {
         m.group(1): float(m.group(2))
-        for m in re.finditer(r"^\|\s*`?(VirtualHome-\w+-v0)`?\s*\|[^|]*\|\s*([0-9.]+)\s*\|", block, re.M)
+        for m in re.finditer(
+            r"^\|\s*`?(VirtualHome-\w+-v0)`?\s*\|[^|]*\|\s*([0-9.]+)\s*\|", block, re.M
+        )
     }
 
 

@@ -369,4 +369,3 @@ def test_spec_model_helpers_are_not_vacuous() -> None:
         assert not ent_goal(s)
         s = ent_step(s, a)
     assert ent_goal(s)
-

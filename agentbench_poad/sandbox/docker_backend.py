@@ -384,6 +384,15 @@ class DockerPool(DockerBackend):
         return (same_container and limits.output_mb <= pool.output_mb
                 and limits.wall_time_s <= pool.wall_time_s)
 
+    def wait_ready(self, count: int = 1, timeout: float = 60.0) -> bool:
+        """Block until ``count`` containers are ready (or ``timeout``); True when they are."""
+        end = time.monotonic() + timeout
+        while self._ready.qsize() < min(count, self.pool_size):
+            if time.monotonic() >= end or self._closed.is_set():
+                return False
+            time.sleep(0.05)
+        return True
+
     def _take(self, timeout: float = 60.0) -> _Warm | None:
         end = time.monotonic() + timeout
         while not self._closed.is_set():

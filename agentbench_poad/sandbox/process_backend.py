@@ -107,22 +107,34 @@ def _site_dirs() -> list[str]:
     return sorted({paths["purelib"], paths["platlib"]})
 
 
+#: Never hidden even when they are the working directory: the interpreter needs them.
+_SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev",
+                "/sys", "/opt", "/var/lib", "/tmp")
+
+
 def _hidden_paths() -> list[str]:
     hide = {os.path.expanduser("~"), "/root", "/home", "/run", str(_PKG_ROOT)}
-    cwd = os.getcwd()
-    if cwd != "/" and not any(cwd == k or k.startswith(cwd + "/") for k in _keep_paths()):
-        hide.add(cwd)
+    cwd = os.path.realpath(os.getcwd())
+    system = any(cwd == d or cwd.startswith(d + "/") for d in _SYSTEM_DIRS)
+    if cwd != "/" and not system and not any(
+            cwd == k or k.startswith(cwd + "/") for k in _keep_paths()):
+        hide.add(cwd)  # the host's project directory, typically
     return sorted(os.path.realpath(p) for p in hide if p and os.path.isdir(p) and p != "/")
 
 
 def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (scanning /proc: ``task/*/children`` is optional in kernels)."""
     out: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                out.extend(int(x) for x in f.read().split())
-    except OSError:
-        pass
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if len(fields) > 1 and int(fields[1]) == pid:
+            out.append(int(entry))
     return out
 
 
@@ -218,6 +230,11 @@ class ProcessBackend(Backend):
                 config["drop_uid"] = SANDBOX_UID
                 os.chown(home, SANDBOX_UID, SANDBOX_UID)
                 job.root.chmod(0o711)  # uid 65534 must traverse to reach in/ and out/
+        # `timeout` is a backstop should the host die mid-run; as the namespace's PID 1 its
+        # death (even killed by the code itself) ends every process of the run.
+        backstop = shutil.which("timeout", path="/usr/bin:/bin")
+        if backstop:
+            prefix += [backstop, "-s", "KILL", str(int(limits.wall_time_s) + 10)]
         command = [*prefix, self.python, *harness, f"{in_dir}/harness.py", in_dir, out_dir]
         config.update(command=command, env=sandbox_env(limits, home),
                       rlimits=self._rlimits(limits))

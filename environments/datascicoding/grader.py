@@ -87,7 +87,8 @@ class Grade:
         auc_std: their (population) standard deviation, ``0.0`` on failure.
         category: failure category (``None`` on success).
         message: one readable line saying what went wrong (``""`` on success).
-        runtime_s: wall time of the attempt (sandbox start-up included).
+        runtime_s: wall time of the attempt (sandbox start-up included); 0.0 when the code
+            never ran (empty, syntax error, banned construct, no ``model``).
         backend: the sandbox backend that ran it (``None`` when it never reached the sandbox).
         stdout_tail: the tail of the code's stdout (diagnostics only; never in an observation).
         holdout_auc: the held-out score (holdout protocol, successful attempt), else ``None``.
@@ -105,11 +106,13 @@ class Grade:
     holdout_auc: float | None = None
 
 
-def _failure(category: str, message: str, started: float, backend: str | None = None,
+def _failure(category: str, message: str, started: float | None, backend: str | None = None,
              stdout_tail: str = "") -> Grade:
-    return Grade(False, -1.0, category=category, message=message,
-                 runtime_s=time.perf_counter() - started, backend=backend,
-                 stdout_tail=stdout_tail)
+    # code that never reached the sandbox did not run: runtime 0.0 (and info stays
+    # deterministic for gymnasium's checker)
+    runtime = 0.0 if started is None else time.perf_counter() - started
+    return Grade(False, -1.0, category=category, message=message, runtime_s=runtime,
+                 backend=backend, stdout_tail=stdout_tail)
 
 
 def roc_auc(y_true: np.ndarray, proba: np.ndarray) -> float:
@@ -190,7 +193,8 @@ class Grader:
         ]
 
     # -- static checks (host side: parsing only) -----------------------------------------
-    def _static_failure(self, submission: Submission, source: str, started: float) -> Grade | None:
+    def _static_failure(self, submission: Submission, source: str) -> Grade | None:
+        started = None
         if submission.empty:
             return _failure(EMPTY_CODE, "the answer contains no code; write the body of "
                             "build_model that fits a classifier and stores it in `model`", started)
@@ -237,7 +241,7 @@ class Grader:
         """Score one attempt; every failure becomes a :class:`Grade` with reward -1."""
         started = time.perf_counter()
         source = module_source(submission, self.X.shape[1])
-        static = self._static_failure(submission, source, started)
+        static = self._static_failure(submission, source)
         if static is not None:
             return static
         try:

@@ -12,6 +12,8 @@ one chef. It reproduces the TWOSOME macro-action kitchen used by the paper (REFE
   is not where it remembers it);
 * macro-actions (§1.6) run tick by tick by a controller that navigates with A* on the believed
   map, with the reference's exact tie-breaking (it changes what becomes visible);
+* the belief's chop fractions (double-normalised in the reference) are not kept: nothing reads
+  them;
 * the macro-step reward is the 0.99-per-tick discounted sum of the tick rewards; the 200-tick
   limit is only noticed when a macro-action ends (§1.7).
 
@@ -106,6 +108,7 @@ class KitchenState:
     )
 
     def copy(self) -> KitchenState:
+        """An independent copy (lists copied, immutable entries shared)."""
         s = KitchenState.__new__(KitchenState)
         s.pos = list(self.pos)
         s.chops = list(self.chops)
@@ -265,6 +268,7 @@ class KitchenEngine:
         )
 
     def initial_state(self) -> KitchenState:
+        """The state at reset: the layout's items, chefs at their starts, true beliefs."""
         s = KitchenState.__new__(KitchenState)
         s.pos = list(self.item_start)
         s.chops = [0] * self.n_foods
@@ -283,6 +287,7 @@ class KitchenEngine:
         return s
 
     def reset(self) -> None:
+        """Back to the initial state (the kitchen has no randomness)."""
         self.state = self.initial_state()
         self._update_beliefs()
         self.macro_obs = [self._macro_observation(i) for i in range(self.n_agents)]

@@ -63,6 +63,7 @@ class OvercookedEnv(TextEnv):
     * ``task``: a task name (``"TomatoSalad"``, ``"TomatoLettuceSalad"``, ...).
     * ``render_mode``: ``"ansi"`` (text grid) or ``"rgb_array"`` (84x84 uint8 image).
     * ``invalid_action_penalty``: reward of an unavailable action (default -0.001).
+    * ``n_agents``: must be 1 (several chefs: the PettingZoo ``parallel_env``).
 
     ``reset(seed=...)`` seeds ``self.np_random``; the kitchen itself is deterministic.
 
@@ -78,7 +79,13 @@ class OvercookedEnv(TextEnv):
         task: str = "TomatoSalad",
         render_mode: str | None = None,
         invalid_action_penalty: float = INVALID_ACTION_PENALTY,
+        n_agents: int = 1,
     ) -> None:
+        if n_agents != 1:
+            raise ValueError(
+                f"the gymnasium Overcooked env has exactly one chef (n_agents=1), got {n_agents!r}; "
+                "for several chefs use agentbench_poad.environments.overcooked.parallel_env"
+            )
         self.parallel = OvercookedParallelEnv(
             task=task,
             n_agents=1,

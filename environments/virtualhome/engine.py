@@ -114,6 +114,17 @@ class State:
     sat_on: frozenset[str] = frozenset()
     facing: frozenset[str] = frozenset()
 
+    def __hash__(self) -> int:
+        # States are dictionary keys in planners and the env's memo; hash once.
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(
+                (self.room, self.placements, self.recorded_rooms, self.close, self.opened,
+                 self.switched_on, self.sitting, self.sat_on, self.facing)
+            )  # fmt: skip
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     def placement(self, obj: str) -> Placement | None:
         """Where a movable object is (``None`` for fixed objects)."""
         for name, where in self.placements:

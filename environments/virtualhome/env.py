@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentbench_poad.core import TextEnv, invalid_action_note, text_space, to_text
 
@@ -12,6 +12,16 @@ from .scenarios import Scenario, build_scenario
 from .tasks import TASKS_BY_NAME, VirtualHomeTask
 
 _SPACES = re.compile(r"\s+")
+
+
+class _View(NamedTuple):
+    """What an observer of one state gets (memoised per state)."""
+
+    prompt: str
+    offered: tuple[str, ...]
+    #: offered label (as written and normalised) -> catalogue index
+    index: dict[str, int]
+    success: bool
 
 
 def normalize_action(action: str) -> str:
@@ -106,52 +116,57 @@ class VirtualHomeEnv(TextEnv):
         self.action_space = text_space(256)
         self.state: State = self.scenario.scene.initial_state()
         self._observation = ""
-        # Prompt and offered labels are functions of the state, and episodes revisit few states
-        # (at most a few hundred are reachable): memoise them.
-        self._views: dict[State, tuple[str, list[str], bool]] = {}
+        # Prompt, offered actions and transitions are functions of the state, and at most a few
+        # hundred states are reachable: memoise them (rollouts revisit the same few states).
+        self._views: dict[State, _View] = {}
+        self._transitions: dict[tuple[State, int], State | None] = {}
 
     # -- TextEnv hooks ----------------------------------------------------------------------
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.state = self.scenario.scene.initial_state()
-        self._observation = self._view(self.state)[0]
+        self._observation = self._view(self.state).prompt
         return self._observation, self._info(action_valid=True, action_effective=True)
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        prompt, offered, _ = self._view(self.state)
-        wanted = normalize_action(action)
-        index = next(
-            (
-                i
-                for i, label in zip(self.scenario.offered_indices(self.state), offered)
-                if normalize_action(label) == wanted
-            ),
-            None,
-        )
+        view = self._view(self.state)
+        index = view.index.get(action)
         if index is None:
-            self._observation = to_text(f"{invalid_action_note(action, offered)} {prompt}")
+            index = view.index.get(normalize_action(action))
+        if index is None:
+            note = invalid_action_note(action, list(view.offered))
+            self._observation = to_text(f"{note} {view.prompt}")
             info = self._info(action_valid=False, action_effective=False)
             return self._observation, self.invalid_action_penalty, False, False, info
-        new_state = self.scenario.scene.apply(self.state, self.scenario.catalogue[index][1])
+        key = (self.state, index)
+        if key not in self._transitions:
+            action_ = self.scenario.catalogue[index][1]
+            self._transitions[key] = self.scenario.scene.apply(self.state, action_)
+        new_state = self._transitions[key]
         if new_state is not None:
             self.state = new_state  # one assignment: the state is never half-updated
-        self._observation, _, success = self._view(self.state)
+        view = self._view(self.state)
+        self._observation = view.prompt
         info = self._info(action_valid=True, action_effective=new_state is not None)
-        return self._observation, 1.0 if success else 0.0, success, False, info
+        return self._observation, 1.0 if view.success else 0.0, view.success, False, info
 
     # -- public helpers -----------------------------------------------------------------------
     def offered_actions(self, state: State | None = None) -> list[str]:
         """Labels of the actions offered in ``state`` (default: the current state)."""
-        return list(self._view(self.state if state is None else state)[1])
+        return list(self._view(self.state if state is None else state).offered)
 
-    def _view(self, state: State) -> tuple[str, list[str], bool]:
-        """(prompt, offered labels, goal achieved) of ``state``, memoised."""
+    def _view(self, state: State) -> _View:
         view = self._views.get(state)
         if view is None:
             scenario = self.scenario
-            view = (
-                to_text(scenario.prompt(state)),
-                scenario.offered(state),
-                scenario.goal.achieved(scenario.scene, state),
+            indices = scenario.offered_indices(state)
+            labels = tuple(scenario.catalogue[i][0] for i in indices)
+            index = {label: i for label, i in zip(labels, indices)}
+            index.update({normalize_action(label): i for label, i in zip(labels, indices)})
+            view = _View(
+                prompt=to_text(scenario.prompt(state)),
+                offered=labels,
+                index=index,
+                success=scenario.goal.achieved(scenario.scene, state),
             )
             self._views[state] = view
         return view
@@ -168,6 +183,6 @@ class VirtualHomeEnv(TextEnv):
             "available_actions": self.offered_actions(),
             "action_valid": action_valid,
             "action_effective": action_effective,
-            "success": self._view(self.state)[2],
+            "success": self._view(self.state).success,
             "task": self.task.name,
         }

@@ -36,7 +36,12 @@ KITCHEN, LIVING_ROOM, BATHROOM, BEDROOM = "kitchen", "livingroom", "bathroom", "
 WALK_ORDER = (LIVING_ROOM, KITCHEN, BATHROOM, BEDROOM)
 #: Rooms in the order the prompt lists them.
 PROMPT_ORDER = (KITCHEN, BATHROOM, BEDROOM, LIVING_ROOM)
-ROOM_LABELS = {KITCHEN: "kitchen", LIVING_ROOM: "living room", BATHROOM: "bathroom", BEDROOM: "bedroom"}
+ROOM_LABELS = {
+    KITCHEN: "kitchen",
+    LIVING_ROOM: "living room",
+    BATHROOM: "bathroom",
+    BEDROOM: "bedroom",
+}
 
 
 def _cap(text: str) -> str:
@@ -174,17 +179,17 @@ class ApplianceChore(Scenario):
         return walks + extra
 
     def describe(self, state: State) -> str:
+        # The facts (and omissions) of the reference's prompt, case by case (section 2.2).
         item, appliance = self.the("item"), self.the("appliance")
         sentences = [self.rooms_sentence(state)]
         if state.room != KITCHEN:
-            sentences += ["There is nothing useful for the task here.", self.holding_sentence(state)]
+            sentences += ["You notice nothing useful here.", self.holding_sentence(state)]
             return " ".join(sentences)
         sees, holds, near_item, near_appliance, is_open = self._bits(state)
-        if not sees:
-            sentences += [f"{_cap(item)} {self.be('item')} inside {appliance}.",
-                          f"{_cap(appliance)} is closed."]
-            return " ".join(sentences)
-        sentences.append(f"You notice {item} and {appliance}.")
+        if sees:
+            sentences.append(f"You notice {item} and {appliance}.")
+        else:
+            sentences.append(f"{_cap(item)} {self.be('item')} inside {appliance}.")
         if holds:
             sentences.append(
                 f"You are holding {item}, and {appliance} is close to you."
@@ -192,22 +197,19 @@ class ApplianceChore(Scenario):
                 else f"You are holding {item}, but {appliance} is not close to you."
             )
         elif near_item and not near_appliance:
-            sentences.append(
-                f"Your hands are empty. {_cap(item)} {self.be('item')} close to you, "
-                f"but {appliance} is not."
-            )
+            sentences.append(f"Your hands are empty. {_cap(item)} {self.be('item')} close to you.")
         elif near_appliance and not near_item:
-            sentences.append(
-                f"Your hands are empty. {_cap(appliance)} is close to you, but {item} "
-                f"{self.be('item')} not."
-            )
+            sentences.append(f"Your hands are empty. {_cap(appliance)} is close to you.")
         elif not near_item and not near_appliance:
             sentences.append(
                 f"Your hands are empty, and neither {item} nor {appliance} is close to you."
             )
         # Close to both with empty hands (the item was just put in): the reference states no
-        # hand or closeness sentence here, and neither do we (the facts are the reference's).
-        sentences.append(f"{_cap(appliance)} is {'open' if is_open else 'not open'}.")
+        # hand or closeness sentence here, and neither do we.
+        if not sees:
+            sentences.append(f"{_cap(appliance)} is closed.")
+        else:
+            sentences.append(f"{_cap(appliance)} is {'open' if is_open else 'not open'}.")
         return " ".join(sentences)
 
 
@@ -231,7 +233,11 @@ class SnackAndTv(Scenario):
                 "drink": {"properties": frozenset({GRABBABLE}), "start": (IN_ROOM, KITCHEN)},
                 "table": {"properties": frozenset({SURFACE}), "room": LIVING_ROOM},
                 "screen": {"properties": frozenset({SWITCHABLE}), "room": LIVING_ROOM},
-                "seat": {"properties": frozenset({SITTABLE}), "room": LIVING_ROOM, "faces": "screen"},
+                "seat": {
+                    "properties": frozenset({SITTABLE}),
+                    "room": LIVING_ROOM,
+                    "faces": "screen",
+                },
             },
         )
         self.scene = Scene(WALK_ORDER, objects, KITCHEN, ROOM_LABELS)
@@ -265,8 +271,6 @@ class SnackAndTv(Scenario):
             return walks
         held = state.held
         tv_on = "screen" in state.switched_on
-        if "seat" in state.sat_on:  # the sitting trap: only walks, which fail while seated
-            return walks
         if "table" in state.close:
             if len(held) == 2:
                 return walks + [7, 8, 11, 12]
@@ -278,6 +282,8 @@ class SnackAndTv(Scenario):
         if "screen" in state.close:
             return walks + ([6, 8] if tv_on else [6, 8, 13, 14])
         if "seat" in state.close:
+            if "seat" in state.sat_on:  # the sitting trap: only walks, which fail while seated
+                return walks
             return walks + ([6, 7, 15, 16] if tv_on else [6, 7])
         return walks + [6, 7, 8]
 
@@ -293,8 +299,16 @@ class SnackAndTv(Scenario):
                 return [10] if near_drink else [5]
             if holds_drink:
                 return [9] if near_snack else [4]
-            return [i for i, ok in ((4, not near_snack), (5, not near_drink), (9, near_snack),
-                                    (10, near_drink)) if ok]
+            return [
+                i
+                for i, ok in (
+                    (4, not near_snack),
+                    (5, not near_drink),
+                    (9, near_snack),
+                    (10, near_drink),
+                )
+                if ok
+            ]
         # One item is on the coffee table. The reference then offers "walk to" the *other*,
         # invisible item (a no-op): the dead end of REFERENCE_SPEC.md section 2.3.
         if sees_snack:
@@ -308,48 +322,88 @@ class SnackAndTv(Scenario):
         verb = "are" if len(objs) > 1 else self.be(objs[0])
         return f"{' and '.join(self.the(o) for o in objs)} {verb}"
 
-    def _items_sentence(self, state: State) -> list[str]:
-        sentences = [self.holding_sentence(state)]
-        placed = [o for o in ("snack", "drink") if self._on_table(state, o)]
-        if placed and state.room == LIVING_ROOM:
-            sentences.append(f"{_cap(self._list_be(placed))} on {self.the('table')}.")
-        return sentences
+    def _hands(self, state: State, *, table: bool, say_empty: bool) -> list[str]:
+        """What is held; with ``table``, also the other item when it lies on the table.
+
+        The reference says nothing about empty hands near the TV or the sofa, nor that the TV
+        is on then (``say_empty=False``); we keep its facts, omissions included.
+        """
+        held = [o for o in ("snack", "drink") if o in state.held]
+        if not held:
+            return ["Your hands are empty."] if say_empty else []
+        sentence = f"You are holding {' and '.join(self.the(o) for o in held)}."
+        if table and len(held) == 1:
+            other = "drink" if held == ["snack"] else "snack"
+            if self._on_table(state, other):
+                sentence = (
+                    f"{_cap(self._list_be([other]))} on {self.the('table')}, and you are "
+                    f"holding {self.the(held[0])}."
+                )
+        return [sentence]
 
     def describe(self, state: State) -> str:
+        # The facts (and omissions) of the reference's prompt, case by case (section 2.3).
         the = self.the
         sentences = [self.rooms_sentence(state)]
         if state.room == KITCHEN:
-            seen = [o for o in ("snack", "drink") if self.scene.visible(state, o)]
-            if seen:
-                sentences.append(f"You notice {' and '.join(the(o) for o in seen)}.")
-                free = [o for o in seen if o not in state.held]
-                near = [o for o in free if o in state.close]
-                far = [o for o in free if o not in state.close]
-                if near:
-                    sentences.append(f"{_cap(self._list_be(near))} close to you.")
-                if far:
-                    sentences.append(f"{_cap(self._list_be(far))} not close to you.")
-            else:
-                sentences.append("You notice nothing useful for the task here.")
-            return " ".join(sentences + self._items_sentence(state))
+            return " ".join(sentences + self._kitchen_facts(state))
         if state.room != LIVING_ROOM:
-            sentences.append("You notice nothing useful for the task here.")
-            return " ".join(sentences + self._items_sentence(state))
+            sentences.append("You notice nothing useful here.")
+            return " ".join(sentences + self._hands(state, table=False, say_empty=True))
         table, screen, seat = the("table"), the("screen"), the("seat")
         sentences.append(f"You notice {table}, {screen} and {seat}.")
-        tv_state = f"{_cap(screen)} is {'on' if 'screen' in state.switched_on else 'off'}."
-        if "seat" in state.sat_on:
-            sentences += [f"You are sitting on {seat}." if state.sitting
-                          else f"You have sat on {seat} before.", tv_state]
-        elif "table" in state.close:
-            sentences.append(f"{_cap(table)} is close to you.")
-        elif "screen" in state.close:
-            sentences += [f"{_cap(screen)} is close to you.", tv_state]
-        elif "seat" in state.close:
-            sentences += [f"{_cap(seat)} is close to you.", tv_state]
-        else:
-            sentences.append(f"None of {table}, {screen} and {seat} is close to you.")
-        return " ".join(sentences + self._items_sentence(state))
+        tv_on = "screen" in state.switched_on
+        if "table" in state.close:
+            one_placed = len(state.held) == 1 and any(
+                self._on_table(state, o) for o in ("snack", "drink")
+            )
+            # With one item placed and the other in hand the reference says that the TV is
+            # not close (true) instead of that the table is: kept.
+            sentences.append(
+                f"{_cap(screen)} is not close to you."
+                if one_placed
+                else f"{_cap(table)} is close to you."
+            )
+            return " ".join(sentences + self._hands(state, table=True, say_empty=True))
+        if "screen" in state.close or "seat" in state.close:
+            if "screen" in state.close:
+                # With the TV on the reference says that the sofa is not close (true) instead
+                # of that the TV is: kept.
+                sentences.append(
+                    f"{_cap(seat if tv_on else screen)} is {'not ' if tv_on else ''}close to you."
+                )
+            elif "seat" in state.sat_on:
+                sentences.append(f"You are sitting on {seat}.")
+            else:
+                sentences.append(f"{_cap(seat)} is close to you.")
+            hands = self._hands(state, table=True, say_empty=False)
+            if hands and tv_on:
+                hands.insert(0, f"{_cap(screen)} is on.")
+            return " ".join(sentences + hands)
+        sentences.append(f"None of {table}, {screen} and {seat} is close to you.")
+        return " ".join(sentences + self._hands(state, table=False, say_empty=True))
+
+    def _kitchen_facts(self, state: State) -> list[str]:
+        seen = [o for o in ("snack", "drink") if self.scene.visible(state, o)]
+        if not seen:
+            return ["You notice nothing useful here."]
+        sentences = [f"You notice {' and '.join(self.the(o) for o in seen)}."]
+        free = [o for o in seen if o not in state.held]
+        near = [o for o in free if o in state.close]
+        if len(seen) == 2 and not state.held:
+            if len(near) == 2 or not near:
+                sentences.append(
+                    f"{_cap(self._list_be(free))} {'' if near else 'not '}close to you."
+                )
+            else:  # the reference names only the close one
+                sentences.append(f"{_cap(self._list_be(near))} close to you.")
+            return sentences + ["Your hands are empty."]
+        for o in free:
+            sentences.append(
+                f"{_cap(self._list_be([o]))} {'' if o in near else 'not '}close to you."
+            )
+        # With one item out of sight (on the coffee table) the reference omits empty hands.
+        return sentences + self._hands(state, table=False, say_empty=len(seen) == 2)
 
 
 #: Scenario classes by the ``scenario`` key of a task row.

@@ -10,6 +10,7 @@ is a few lines here, e.g. a banana heated in the microwave::
         scenario="appliance",
         roles={"item": "banana", "appliance": "microwave"},
         description="...",
+        shortest_plan=6,
     )
 
 The two scenarios reproduce the reference tasks of REFERENCE_SPEC.md section 2:
@@ -44,6 +45,7 @@ class VirtualHomeTask:
         description: one line for ``agentbench-poad envs``.
         shortest_plan: length of the shortest successful plan under the offered actions
             (REFERENCE_SPEC.md sections 2.2-2.4); the oracle tests check it.
+        max_episode_steps: the ``TimeLimit`` of the registration (the reference's 50).
     """
 
     name: str
@@ -60,7 +62,9 @@ class VirtualHomeTask:
         return f"VirtualHome-{self.name}-v0"
 
 
-def _appliance(name: str, item: str, appliance: str, what: str, plural: bool = False) -> VirtualHomeTask:
+def _appliance(
+    name: str, item: str, appliance: str, what: str, plural: bool = False
+) -> VirtualHomeTask:
     return VirtualHomeTask(
         name=name,
         scenario="appliance",

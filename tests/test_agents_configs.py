@@ -1,0 +1,98 @@
+"""Agent configs: the paper's presets (Appendix J), validation, registry."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from agentbench_poad.baselines import ALGORITHMS, get_algorithm  # noqa: E402
+from agentbench_poad.baselines.ntpo import NTPO, NTPOConfig  # noqa: E402
+from agentbench_poad.baselines.poad import POAD, POADConfig  # noqa: E402
+from agentbench_poad.baselines.twosome import TWOSOME, TWOSOMEConfig  # noqa: E402
+from agentbench_poad.rl.config import family_of  # noqa: E402
+
+# (config, family) -> (lr, critic_lr, gamma, epochs, minibatches, entropy), REFERENCE_SPEC l. 32-38
+TABLES = {
+    (POADConfig, "overcooked"): (5e-7, 1e-5, 0.99, 5, 2, 0.01),
+    (NTPOConfig, "overcooked"): (5e-7, 1e-5, 0.99, 5, 4, 0.01),
+    (TWOSOMEConfig, "overcooked"): (5e-7, 1e-5, 0.99, 1, 4, 0.01),
+    (POADConfig, "virtualhome"): (1e-6, 5e-5, 0.95, 5, 2, 1e-4),
+    (NTPOConfig, "virtualhome"): (1e-6, 5e-5, 0.95, 5, 2, 0.01),
+    (TWOSOMEConfig, "virtualhome"): (1e-6, 5e-5, 0.95, 1, 4, 0.01),
+    (POADConfig, "datascicoding"): (1e-6, 5e-5, 0.95, 1, 4, 0.01),
+    (NTPOConfig, "datascicoding"): (1e-6, 5e-5, 0.95, 1, 4, 0.01),
+}
+
+
+@pytest.mark.parametrize(("config_class", "family"), list(TABLES))
+def test_presets_are_appendix_j(config_class, family):
+    config = config_class.preset(family)
+    lr, critic_lr, gamma, epochs, minibatches, entropy = TABLES[(config_class, family)]
+    assert (config.lr, config.critic_lr, config.gamma) == (lr, critic_lr, gamma)
+    assert (config.epochs, config.num_minibatches, config.entropy_coef) == (
+        epochs, minibatches, entropy)
+    # shared by every table: batch 128 from 4 envs, grad-norm 0.5, clip 0.2, vf 0.5, KL 0.02
+    assert config.batch_size == 128 and config.num_envs == 4
+    assert (config.max_grad_norm, config.clip, config.value_coef, config.target_kl) == (
+        0.5, 0.2, 0.5, 0.02)
+
+
+def test_preset_overrides_and_defaults():
+    config = POADConfig.preset("overcooked", lr=1e-4, num_envs=2)
+    assert config.lr == 1e-4 and config.num_envs == 2 and config.gamma == 0.99
+    assert POADConfig.preset(None) == POADConfig()
+    with pytest.raises(ValueError, match="unknown preset"):
+        POADConfig.preset("atari")
+
+
+def test_twosome_refuses_open_action_envs():
+    with pytest.raises(ValueError, match="POAD or NTPO"):
+        TWOSOMEConfig.preset("datascicoding")
+    assert not TWOSOME.supports_open_actions and POAD.supports_open_actions
+    assert NTPO.supports_open_actions
+
+
+@pytest.mark.parametrize("bad", [
+    {"lr": 0.0}, {"gamma": 1.5}, {"lam": -0.1}, {"epochs": 0}, {"num_minibatches": 2.5},
+    {"normalization": "chars"}, {"target_kl": -1.0}, {"entropy_coef": -0.1},
+    {"num_envs": 1, "rollout_length": 2, "num_minibatches": 3}, {"dtype": "int8"},
+])
+def test_validation(bad):
+    with pytest.raises(ValueError):
+        POADConfig(**bad)
+
+
+def test_round_trip_and_cli_overrides():
+    config = NTPOConfig.preset("virtualhome", critic_hidden_sizes=(8, 4))
+    assert NTPOConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match="unknown"):
+        NTPOConfig.from_dict({"learning_rate": 1.0})
+    parsed = NTPOConfig.coerce_overrides({
+        "lr": "1e-5", "epochs": "3", "target_kl": "none", "normalize_advantages": "false",
+        "critic_hidden_sizes": "16,8", "lora_target_modules": "q_proj,k_proj",
+        "normalization": "token",
+    })
+    assert parsed == {"lr": 1e-5, "epochs": 3, "target_kl": None, "normalize_advantages": False,
+                      "critic_hidden_sizes": (16, 8), "lora_target_modules": ("q_proj", "k_proj"),
+                      "normalization": "token"}
+    with pytest.raises(ValueError, match="unknown"):
+        NTPOConfig.coerce_overrides({"nope": "1"})
+
+
+def test_registry():
+    assert set(ALGORITHMS) == {"poad", "ntpo", "twosome"}
+    assert get_algorithm("POAD") is POAD and get_algorithm("ntpo") is NTPO
+    assert get_algorithm("twosome") is TWOSOME
+    for name in ALGORITHMS:
+        cls = get_algorithm(name)
+        assert cls.name == name and cls.config_class.__name__.upper().startswith(name.upper())
+    with pytest.raises(KeyError, match="choose one of"):
+        get_algorithm("archer")
+
+
+def test_family_of():
+    assert family_of("Overcooked-TomatoSalad-v0") == "overcooked"
+    assert family_of("VirtualHome-Cheese-v0") == "virtualhome"
+    assert family_of("DataSciCoding-airlines-v0") == "datascicoding"
+    assert family_of("CaseStudy-Microwave-v0") is None

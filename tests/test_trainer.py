@@ -1,0 +1,153 @@
+"""The trainer: run directory, logging, checkpoint/resume, evaluation, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agentbench_poad.rl.models import init_tiny_model  # noqa: E402
+from agentbench_poad.rl.trainer import (  # noqa: E402
+    TIMING_KEYS,
+    evaluate_agent,
+    latest_checkpoint,
+    load_agent,
+    train,
+)
+
+ENV = "CaseStudy-Microwave-v0"
+SMALL = dict(num_envs=2, rollout_length=3, epochs=2, num_minibatches=2, lr=5e-2, critic_lr=1e-3,
+             critic_hidden_sizes=(16, 16), eval_every=2, eval_episodes=2, keep_checkpoints=2,
+             target_kl=None)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The CI machine is shared: one intra-op thread is much faster than oversubscription."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return init_tiny_model(tmp_path_factory.mktemp("model") / "tiny", hidden_size=32)
+
+
+def lines(run_dir):
+    out = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        for key in TIMING_KEYS:
+            record.pop(key)
+        out.append(record)
+    return out
+
+
+def weights(run_dir):
+    ckpt = latest_checkpoint(run_dir)
+    from safetensors.torch import load_file
+
+    adapter = load_file(str(next((ckpt / "adapter").glob("*.safetensors"))))
+    agent = torch.load(ckpt / "agent.pt", weights_only=True)
+    return adapter, agent["critic"], agent["policy_optimizer"]["state"]
+
+
+def test_resume_continues_exactly(tiny_model, tmp_path):
+    steps = 4 * 2 * 3  # 4 updates
+    full = train("poad", ENV, tiny_model, total_steps=steps, seed=3, out=tmp_path / "full",
+                 overrides=SMALL, progress=False)
+    part = tmp_path / "part"
+    train("poad", ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
+          progress=False, max_updates=2)  # "killed" after 2 updates ...
+    assert len(lines(part)) == 2
+    with open(part / "metrics.jsonl", "a") as handle:  # ... having logged past its checkpoint
+        handle.write(json.dumps({"update": 3, "env_steps": 18}) + "\n")
+    train("poad", ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
+          progress=False, resume=True)
+    assert lines(part) == lines(full)
+    assert [r["update"] for r in lines(full)] == [1, 2, 3, 4]
+    assert json.loads((part / "learning_curve.json").read_text()) == json.loads(
+        (full / "learning_curve.json").read_text())
+    a_full, c_full, o_full = weights(full)
+    a_part, c_part, o_part = weights(part)
+    assert a_full.keys() == a_part.keys()
+    for key in a_full:
+        torch.testing.assert_close(a_full[key], a_part[key], rtol=0, atol=0)
+    for key in c_full:
+        torch.testing.assert_close(c_full[key], c_part[key], rtol=0, atol=0)
+    assert o_full.keys() == o_part.keys()
+
+
+def test_run_directory_layout(tiny_model, tmp_path):
+    run = train("twosome", ENV, tiny_model, total_steps=2 * 6, seed=0, out=tmp_path / "run",
+                overrides=SMALL, progress=False)
+    config = json.loads((run / "config.json").read_text())
+    assert config["agent"] == "twosome" and config["env_id"] == ENV and config["seed"] == 0
+    assert config["algorithm"]["num_envs"] == 2 and config["preset"] is None
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["env_steps"] for r in records] == [6, 12]
+    for key in ("episode_return_mean", "policy_loss", "value_loss", "approx_kl", "entropy",
+                "skipped_kl", "steps_per_second", "success_rate"):
+        assert key in records[0]
+    assert "eval_return" in records[1] and "eval_return" not in records[0]
+    curve = json.loads((run / "learning_curve.json").read_text())
+    assert [c["env_steps"] for c in curve] == [12]
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    ckpt = latest_checkpoint(run)
+    assert ckpt.name == "update_000002"
+    assert {p.name for p in ckpt.iterdir()} == {"adapter", "agent.pt", "rng.pt", "state.json"}
+    state = json.loads((ckpt / "state.json").read_text())
+    assert state["update"] == 2 and len(state["envs"]) == 2
+
+
+def test_existing_run_needs_resume_and_same_arguments(tiny_model, tmp_path):
+    kwargs = dict(total_steps=6, seed=0, out=tmp_path / "run", progress=False)
+    train("poad", ENV, tiny_model, overrides=SMALL, **kwargs)
+    with pytest.raises(FileExistsError, match="resume"):
+        train("poad", ENV, tiny_model, overrides=SMALL, **kwargs)
+    with pytest.raises(ValueError, match="cannot resume"):
+        train("poad", ENV, tiny_model, overrides={**SMALL, "lr": 1.0}, resume=True, **kwargs)
+
+
+def test_errors_name_the_fix(tiny_model, tmp_path):
+    with pytest.raises(ValueError, match="total_steps"):
+        train("poad", ENV, tiny_model, total_steps=1, out=tmp_path / "a", overrides=SMALL,
+              progress=False)
+    with pytest.raises(ValueError, match="POAD or NTPO"):
+        train("twosome", "DataSciCoding-balance-scale-v0", tiny_model, total_steps=8,
+              out=tmp_path / "b", progress=False)
+    with pytest.raises(KeyError, match="choose one of"):
+        train("ppo2", ENV, tiny_model, total_steps=8, out=tmp_path / "c", progress=False)
+    with pytest.raises(FileNotFoundError, match="no checkpoint|run directory"):
+        load_agent(tmp_path / "nothing")
+
+
+def test_load_agent_and_evaluate(tiny_model, tmp_path):
+    run = train("poad", ENV, tiny_model, total_steps=6, seed=1, out=tmp_path / "run",
+                overrides=SMALL, progress=False)
+    agent = load_agent(run)
+    result = evaluate_agent(agent, ENV, episodes=2, seed=0)
+    assert len(result["returns"]) == 2 and result["success_rate"] in (0.0, 0.5, 1.0)
+    again = evaluate_agent(load_agent(run), ENV, episodes=2, seed=0)
+    assert again["returns"] == result["returns"]  # greedy and seeded: reproducible
+
+
+def test_cli_train_and_evaluate(tiny_model, tmp_path, capsys):
+    from agentbench_poad.cli import main
+
+    out = tmp_path / "cli"
+    code = main(["train", "--agent", "poad", "--env", ENV, "--model", str(tiny_model),
+                 "--total-steps", "6", "--seed", "0", "--out", str(out), "--no-progress",
+                 "--set", "num_envs=2", "--set", "rollout_length=3", "--set",
+                 "critic_hidden_sizes=16,16", "--set", "num_minibatches=2"])
+    assert code == 0
+    assert json.loads((out / "config.json").read_text())["algorithm"]["critic_hidden_sizes"] == [
+        16, 16]
+    code = main(["evaluate", "--run", str(out), "--episodes", "2"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "mean return" in printed and "success rate" in printed
