@@ -145,6 +145,8 @@ def record_from_runs(
     command: str | None = None,
     progress: bool = False,
     out_dir: Path | str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate the final checkpoints of training runs and build one record.
 
@@ -153,7 +155,9 @@ def record_from_runs(
         episodes: evaluation episodes per run.
         env_id: evaluate on this id instead of the training env (generalisation rows).
         greedy: act greedily (the paper's VirtualHome protocol samples: pass ``False``).
-        action_timeout, agent_name, command, progress, out_dir: as in ``evaluate``.
+        action_timeout, agent_name, command, progress, out_dir, env_kwargs: as in
+            ``evaluate``.
+        config: extra configuration stored in the record.
     """
     from agentbench_poad.leaderboard.protocol import evaluate
 
@@ -207,7 +211,8 @@ def record_from_runs(
         greedy=greedy,
         learning_curve=curve if eval_env == train_env else None,
         training=training,
-        config={"training_config": first},
+        config={"training_config": first, **(config or {})},
+        env_kwargs=env_kwargs,
         command=command,
         record_suffix=suffix,
         progress=progress,

@@ -198,11 +198,18 @@ def test_evaluate_cli_errors_name_the_fix(tmp_path, capsys):
 
 def test_evaluate_add_writes_into_the_store(tmp_path):
     store = tmp_path / "store"
-    assert main(["evaluate", "--agent", "agentbench_poad.baselines.random:RandomAgent",
-                 "--env", CORRIDOR_ID, CODE_ID, "--seeds", "0", "--episodes", "2",
-                 "--out", str(tmp_path / "o"), "--add", "--store", str(store),
-                 "--no-progress"]) == 0
+    for env_id in (CORRIDOR_ID, CODE_ID):
+        assert main(["evaluate", "--agent", "agentbench_poad.baselines.random:RandomAgent",
+                     "--env", env_id, "--seeds", "0", "--episodes", "2",
+                     "--out", str(tmp_path / "o"), "--add", "--store", str(store),
+                     "--no-progress"]) == 0
     assert sorted(r["env"]["id"] for r in load_records(store)) == sorted([CODE_ID, CORRIDOR_ID])
+    # without --seeds the run mode's --seed is the one evaluation seed
+    assert main(["evaluate", "--agent", "agentbench_poad.baselines.random:RandomAgent",
+                 "--env", CORRIDOR_ID, "--seed", "7", "--episodes", "1", "--name", "r7",
+                 "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    record = read_record(tmp_path / "o" / f"{CORRIDOR_ID}__r7.json")
+    assert record["protocol"]["seeds"] == [7]
 
 
 @pytest.mark.skipif("Overcooked-TomatoSalad-v0" not in gym.registry,

@@ -15,11 +15,11 @@ from agentbench_poad.sandbox import (
     FailureCategory,
     Limits,
     SandboxResult,
+    _jobs,
     get_backend,
     run_code,
     sandbox_status,
 )
-from agentbench_poad.sandbox import _jobs
 from agentbench_poad.sandbox.api import concurrency_limit
 
 FAST = Limits(wall_time_s=20, memory_mb=1024, pids=64, tmpfs_mb=64, log_bytes=4000)
@@ -69,6 +69,24 @@ def test_dict_outputs_and_shapes(backend: Backend) -> None:
     assert set(result.outputs) == {"scores", "labels"}
     assert result.outputs["labels"].dtype == np.bool_
     np.testing.assert_allclose(result.outputs["scores"], np.linspace(0, 1, 5))
+
+
+def test_more_outputs_than_the_default_slots(backend: Backend) -> None:
+    shapes = {f"proba_{i}": (2,) for i in range(12)}
+    result = run(backend, """
+        import numpy as np
+        def f():
+            return {f"proba_{i}": np.full(2, i) for i in range(12)}
+    """, output_shapes=shapes)
+    assert result.ok, result
+    assert [int(result.outputs[f"proba_{i}"][0]) for i in range(12)] == list(range(12))
+    too_many = run(backend, """
+        import numpy as np
+        def f():
+            return {f"o{i}": np.zeros(1) for i in range(9)}
+    """)
+    assert too_many.category is FailureCategory.OUTPUT_INVALID and "at most 8" in \
+        too_many.message
 
 
 def test_sklearn_fit_predict(backend: Backend) -> None:

@@ -17,7 +17,6 @@ import time
 import uuid
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from agentbench_poad.sandbox import Backend, FailureCategory, Limits, SandboxResult, get_backend
@@ -44,6 +43,17 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     b.close()
 
 
+def needs(backend: Backend, *modes: str) -> None:
+    """Skip unless the process backend runs in one of ``modes`` (docker always qualifies).
+
+    ``root``: uid 65534 + mount/PID/network namespaces; ``user``: unprivileged namespaces;
+    ``none``: rlimits only (see ProcessBackend.isolation).
+    """
+    mode = getattr(backend, "mode", None)
+    if mode is not None and mode not in modes:
+        pytest.skip(f"the process backend runs in mode {mode!r} here: {backend.isolation}")
+
+
 @pytest.fixture
 def token() -> str:
     return "abp" + uuid.uuid4().hex[:12]
@@ -64,9 +74,9 @@ def _processes_named(token: str) -> list[int]:
 
 
 def _my_containers() -> list:
-    from agentbench_poad.sandbox.docker_backend import LABEL, OWNER_LABEL, owner_id
-
     import docker
+
+    from agentbench_poad.sandbox.docker_backend import LABEL, OWNER_LABEL, owner_id
 
     client = docker.from_env(timeout=30)
     try:
@@ -125,8 +135,7 @@ def test_read_etc_shadow(backend: Backend) -> None:
 
 
 def test_read_host_home(backend: Backend) -> None:
-    if backend.name == "process" and os.geteuid() != 0:
-        pytest.skip("not root: the process backend runs as this user and can read its home")
+    needs(backend, "root")  # otherwise it runs as this user, who can read the home
     secret = "home-secret-" + uuid.uuid4().hex
     path = Path.home() / f".abp-sandbox-test-{uuid.uuid4().hex[:8]}"
     path.write_text(secret)
@@ -141,8 +150,7 @@ def test_read_host_home(backend: Backend) -> None:
 
 
 def test_read_package_source(backend: Backend) -> None:
-    if backend.name == "process" and os.geteuid() != 0:
-        pytest.skip("not root: the process backend cannot hide the package source")
+    needs(backend, "root")  # only a mount namespace can hide the package source
     secret = PACKAGE_FILE.read_text().splitlines()[0]
     result = attack(backend, READ_AND_LEAK.replace("PATH", repr(str(PACKAGE_FILE))))
     assert result.category is FailureCategory.EXCEPTION
@@ -171,6 +179,7 @@ def test_environment_is_scrubbed(backend: Backend, monkeypatch: pytest.MonkeyPat
 
 
 def test_no_network(backend: Backend) -> None:
+    needs(backend, "root", "user")
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
@@ -212,6 +221,7 @@ def test_no_network(backend: Backend) -> None:
 
 
 def test_fork_bomb_is_capped(backend: Backend, token: str) -> None:
+    needs(backend, "root")  # RLIMIT_NPROC needs a dedicated uid
     # Capped by construction too: at most 200 children, each only sleeps (never forks again).
     result = attack(backend, """
         import os, time
@@ -284,6 +294,7 @@ def test_escape_the_process_group_and_hang(backend: Backend, token: str) -> None
 
 
 def test_kill_the_runner_from_inside(backend: Backend, token: str) -> None:
+    needs(backend, "root", "user")
     result = attack(backend, """
         import os, signal, time
         def f():
@@ -323,6 +334,7 @@ def test_flood_stdout_forever(backend: Backend) -> None:
 
 
 def test_daemons_do_not_survive(backend: Backend, token: str) -> None:
+    needs(backend, "root", "user")  # a PID namespace takes daemons down with it
     result = attack(backend, """
         import os, time, numpy as np
         def f():
@@ -440,8 +452,7 @@ def test_monkeypatched_runner_cannot_forge_success(backend: Backend) -> None:
 
 
 def test_write_outside_the_work_dir(backend: Backend, token: str) -> None:
-    if backend.name == "process" and os.geteuid() != 0:
-        pytest.skip("not root: the process backend shares the host's /tmp")
+    needs(backend, "root")  # otherwise the sandbox shares the host's /tmp
     host_targets = [f"/tmp/abp-escape-{token}", f"/var/tmp/abp-escape-{token}",
                     str(Path.home() / f"abp-escape-{token}")]
     result = attack(backend, f"""

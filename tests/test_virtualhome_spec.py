@@ -231,8 +231,8 @@ def ent_offered(o) -> list[int]:
         return w
     assert liv
     w = [1, 2, 3]
-    if sit_sofa:
-        return w
+    # The spec's "seated" row; the reference's builder checks it inside the close-to-sofa case
+    # (they coincide in every state the offered actions reach).
     if close_t:
         if hold_c and hold_m:
             return w + [7, 8, 11, 12]
@@ -244,6 +244,8 @@ def ent_offered(o) -> list[int]:
     if close_tv:
         return w + ([6, 8] if tv_on else [6, 8, 13, 14])
     if close_sofa:
+        if sit_sofa:
+            return w
         return w + ([6, 7, 15, 16] if tv_on else [6, 7])
     return w + [6, 7, 8]
 

@@ -81,12 +81,7 @@ def _load(args: argparse.Namespace) -> list[dict]:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    from agentbench_poad.leaderboard.records import (
-        RecordError,
-        add_record,
-        command_line,
-        read_record,
-    )
+    from agentbench_poad.leaderboard.records import RecordError, add_record, read_record
 
     if not args.records and not args.run:
         return die("give record files to add, or --run RUN_DIR")
@@ -99,12 +94,29 @@ def run_add(args: argparse.Namespace) -> int:
 
             record = record_from_runs(args.run, episodes=args.episodes, env_id=args.env,
                                       greedy=not args.stochastic, action_timeout=args.timeout
-                                      or None, agent_name=args.name, command=command_line(),
-                                      progress=True)
+                                      or None, agent_name=args.name,
+                                      command=_add_run_command(args), progress=True)
             print(f"added {add_record(record, _store(args), replace=args.replace)}")
     except RecordError as exc:
         return die(str(exc))
     return 0
+
+
+def _add_run_command(args: argparse.Namespace) -> str:
+    """The `leaderboard add --run` command, rebuilt from the options (in-process calls too)."""
+    import shlex
+
+    parts = ["agentbench-poad", "leaderboard", "add"]
+    for run in args.run:
+        parts += ["--run", run]
+    parts += ["--episodes", str(args.episodes)]
+    if args.env:
+        parts += ["--env", args.env]
+    if args.stochastic:
+        parts.append("--stochastic")
+    if args.name:
+        parts += ["--name", args.name]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -166,31 +166,17 @@ def run_quickstart(args: argparse.Namespace) -> int:
 
 def _record_trained(run_dir: Path, agent: str, plan: QuickstartPlan, store: Path,
                     progress: bool) -> None:
-    from agentbench_poad.leaderboard.from_run import (
-        combine_curves,
-        read_learning_curve,
-        read_run_config,
-    )
-    from agentbench_poad.leaderboard.protocol import evaluate
+    from agentbench_poad.leaderboard.from_run import read_run_config, record_from_runs
     from agentbench_poad.leaderboard.records import add_record, make_record_id
 
     config = read_run_config(run_dir)
-    record_id = make_record_id(plan.env_id, agent, str(config.get("model")))
-    if (store / f"{record_id}.json").exists():
+    if (store / f"{make_record_id(plan.env_id, agent, str(config.get('model')))}.json").exists():
         return
-    seed = int(config.get("seed", 0))
-    (record,) = evaluate(
-        "agentbench_poad.leaderboard.from_run:load_run_agent", [plan.env_id], seeds=[seed],
-        episodes=plan.eval_episodes, agent_kwargs={"runs": {str(seed): str(run_dir)},
-                                                    "greedy": True},
-        agent_name=agent, env_kwargs=dict(plan.env_kwargs), base_model=str(config["model"]),
-        adapter="LoRA (last checkpoint)", greedy=True,
-        learning_curve=combine_curves([read_learning_curve(run_dir)]),
-        training={"env_id": config.get("env_id"), "runs": [str(run_dir)],
-                  "total_steps": config.get("total_steps"), "best_code": None},
-        config={"training_config": config, "quickstart": True},
-        command="agentbench-poad quickstart", progress=progress, out_dir=store.parent / "eval",
-    )
+    record = record_from_runs([run_dir], episodes=plan.eval_episodes, greedy=True,
+                              agent_name=agent, env_kwargs=dict(plan.env_kwargs),
+                              config={"quickstart": True},
+                              command="agentbench-poad quickstart", progress=progress,
+                              out_dir=store.parent / "eval")
     add_record(record, store, replace=True)
 
 

@@ -35,8 +35,10 @@ from agentbench_poad.sandbox.api import FailureCategory, Limits, OutputShapes, S
 
 #: Unprivileged uid/gid the sandbox runs as (``nobody`` on Debian).
 SANDBOX_UID = 65534
-#: How many outputs the entry may return.
+#: Output files pre-created per job (more when ``output_shapes`` names more outputs).
 OUTPUT_SLOTS = 8
+#: Hard cap on outputs per call: each slot may reach the file-size limit on the host disk.
+MAX_OUTPUT_SLOTS = 64
 #: The harness's status file is tiny; anything bigger is tampering.
 MAX_STATUS_BYTES = 64_000
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -48,6 +50,11 @@ _HARNESS_CATEGORIES = {
     "memory_exceeded": FailureCategory.MEMORY_EXCEEDED,
     "output_invalid": FailureCategory.OUTPUT_INVALID,
 }
+
+
+def slots_for(output_shapes: OutputShapes | None) -> int:
+    """Output files to pre-create for a call."""
+    return max(OUTPUT_SLOTS, len(output_shapes or ()))
 
 
 def check_call(source: object, entry: object, inputs: object,
@@ -68,6 +75,9 @@ def check_call(source: object, entry: object, inputs: object,
             raise TypeError(f"input {name!r} must be a numeric numpy array (bool, int, uint or "
                             f"float); convert it on the host first")
     if output_shapes is not None:
+        if len(output_shapes) > MAX_OUTPUT_SLOTS:
+            raise ValueError(f"at most {MAX_OUTPUT_SLOTS} outputs per call, got "
+                             f"{len(output_shapes)}")
         for name, shape in output_shapes.items():
             if not _valid_name(name) or not all(d is None or isinstance(d, int) for d in shape):
                 raise ValueError(f"output_shapes must map identifiers to tuples of int | None, "
@@ -85,7 +95,11 @@ def _can_chown() -> bool:
 class JobDir:
     """A private per-run directory laid out as described in the module docstring."""
 
-    def __init__(self, *, sandbox_uid: int | None = SANDBOX_UID, prefix: str = "abp-sbx-"):
+    def __init__(self, *, sandbox_uid: int | None = SANDBOX_UID, slots: int = OUTPUT_SLOTS,
+                 prefix: str = "abp-sbx-"):
+        if not 1 <= slots <= MAX_OUTPUT_SLOTS:
+            raise ValueError(f"a call may return 1 to {MAX_OUTPUT_SLOTS} outputs, not {slots}")
+        self.slots = slots
         self.root = Path(tempfile.mkdtemp(prefix=prefix))
         self.in_dir = self.root / "in"
         self.out_dir = self.root / "out"
@@ -97,7 +111,7 @@ class JobDir:
         shutil.copyfile(_HARNESS, self.in_dir / "harness.py")
         (self.in_dir / "harness.py").chmod(0o644)
         chown = sandbox_uid is not None and _can_chown()
-        for name in ["status.json", *(f"slot_{i}.npy" for i in range(OUTPUT_SLOTS))]:
+        for name in ["status.json", *(f"slot_{i}.npy" for i in range(slots))]:
             path = self.out_dir / name
             path.touch()
             if chown:
@@ -118,7 +132,7 @@ class JobDir:
             path.chmod(0o644)
         (self.in_dir / "solution.py").write_text(source, encoding="utf-8")
         (self.in_dir / "solution.py").chmod(0o644)
-        job = {"entry": entry, "inputs": list(inputs), "slots": OUTPUT_SLOTS, **(extra or {})}
+        job = {"entry": entry, "inputs": list(inputs), "slots": self.slots, **(extra or {})}
         (self.in_dir / "job.json").write_text(json.dumps(job), encoding="utf-8")
         (self.in_dir / "job.json").chmod(0o644)
 
@@ -193,12 +207,13 @@ def read_status(out_dir: Path) -> dict[str, Any] | None:
 
 
 def read_outputs(out_dir: Path, names: list[Any], limits: Limits,
-                 output_shapes: OutputShapes | None) -> dict[str, np.ndarray]:
+                 output_shapes: OutputShapes | None, slots: int = OUTPUT_SLOTS
+                 ) -> dict[str, np.ndarray]:
     """Load and validate the arrays named by the status; raises ``_Invalid`` with the reason."""
     if not names:
         raise _Invalid("the entry returned no outputs")
-    if len(names) > OUTPUT_SLOTS:
-        raise _Invalid(f"{len(names)} outputs; at most {OUTPUT_SLOTS} are allowed")
+    if len(names) > slots:
+        raise _Invalid(f"{len(names)} outputs; at most {slots} are allowed")
     if not all(isinstance(n, str) and _valid_name(n) for n in names) or len(set(names)) != len(
             names):
         raise _Invalid("output names must be distinct Python identifiers")
@@ -281,7 +296,7 @@ def classify(
         result.traceback_tail = status["traceback"]
         return result
     try:
-        outputs = read_outputs(job.out_dir, status["outputs"], limits, output_shapes)
+        outputs = read_outputs(job.out_dir, status["outputs"], limits, output_shapes, job.slots)
     except _Invalid as exc:
         result.category = FailureCategory.OUTPUT_INVALID
         result.message = str(exc)

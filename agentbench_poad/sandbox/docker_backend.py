@@ -30,7 +30,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from agentbench_poad.sandbox._jobs import SANDBOX_UID, JobDir, classify, sandbox_error
+from agentbench_poad.sandbox._jobs import (
+    SANDBOX_UID,
+    JobDir,
+    classify,
+    sandbox_error,
+    slots_for,
+)
 from agentbench_poad.sandbox.api import (
     Backend,
     Limits,
@@ -48,6 +54,8 @@ IN_DIR, OUT_DIR = "/sbx/in", "/sbx/out"
 POOL_PREIMPORT = ("numpy", "pandas", "sklearn", "sklearn.base", "sklearn.ensemble",
                   "sklearn.linear_model", "sklearn.preprocessing", "sklearn.pipeline",
                   "sklearn.model_selection", "sklearn.tree", "sklearn.impute")
+#: Output files pre-created in a pool container's job (calls needing more get a fresh one).
+POOL_SLOTS = 16
 
 
 def _proc_start(pid: int) -> str:
@@ -283,7 +291,7 @@ class DockerBackend(Backend):
         import docker
 
         started = time.monotonic()
-        job = JobDir(sandbox_uid=SANDBOX_UID)
+        job = JobDir(sandbox_uid=SANDBOX_UID, slots=slots_for(output_shapes))
         container = None
         try:
             job.write_job(source, entry, inputs)
@@ -349,7 +357,7 @@ class DockerPool(DockerBackend):
         self._thread.start()
 
     def _spawn(self) -> _Warm:
-        job = JobDir(sandbox_uid=SANDBOX_UID)
+        job = JobDir(sandbox_uid=SANDBOX_UID, slots=POOL_SLOTS)
         container = None
         try:
             command = self._harness_command(
@@ -393,7 +401,7 @@ class DockerPool(DockerBackend):
             time.sleep(0.05)
         return True
 
-    def _take(self, timeout: float = 60.0) -> _Warm | None:
+    def _take(self, timeout: float = 10.0) -> _Warm | None:
         end = time.monotonic() + timeout
         while not self._closed.is_set():
             try:
@@ -419,7 +427,8 @@ class DockerPool(DockerBackend):
              output_shapes: OutputShapes | None) -> SandboxResult:
         import docker
 
-        warm = self._take() if self._compatible(limits) else None
+        usable = self._compatible(limits) and slots_for(output_shapes) <= POOL_SLOTS
+        warm = self._take() if usable else None
         if warm is None:
             return super()._run(source, entry, inputs, limits, output_shapes)
         started = time.monotonic()

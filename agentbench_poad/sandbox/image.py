@@ -157,16 +157,23 @@ def _build_offline(client, tag: str, mirror: str, progress: Progress) -> None:
             [debootstrap, "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}",
              DEBIAN_SUITE, rootfs, mirror],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        last = []
+        last: list[str] = []
+        per_package = ("I: Retrieving", "I: Validating", "I: Extracting", "I: Unpacking",
+                       "I: Configuring")
+        counts = dict.fromkeys(per_package, 0)
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.rstrip()
             last = (last + [line])[-20:]
-            # Only the stage lines: the per-package lines would be hundreds.
-            if line.startswith("I: ") and not line.startswith(("I: Retrieving", "I: Validating",
-                                                               "I: Extracting", "I: Unpacking",
-                                                               "I: Configuring")):
-                progress(line)
+            kind = next((k for k in per_package if line.startswith(k)), None)
+            if kind is None:
+                if line.startswith(("I: ", "W: ", "E: ")):
+                    progress(line)
+                continue
+            # Hundreds of per-package lines: show one in 25 with a running count.
+            counts[kind] += 1
+            if counts[kind] % 25 == 1:
+                progress(f"{kind[3:].lower()} packages: {counts[kind]} ({line[3:].strip()})")
         if proc.wait() != 0:
             raise SandboxUnavailable("debootstrap failed (is the Debian mirror reachable? set "
                                      "AGENTBENCH_DEBIAN_MIRROR):\n" + "\n".join(last))

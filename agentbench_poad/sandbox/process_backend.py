@@ -34,7 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from agentbench_poad.sandbox._jobs import SANDBOX_UID, JobDir, classify, sandbox_error
+from agentbench_poad.sandbox._jobs import (
+    SANDBOX_UID,
+    JobDir,
+    classify,
+    sandbox_error,
+    slots_for,
+)
 from agentbench_poad.sandbox.api import Backend, Limits, OutputShapes, SandboxResult
 
 _LAUNCHER = Path(__file__).with_name("_launcher.py")
@@ -197,15 +203,19 @@ class ProcessBackend(Backend):
     def _rlimits(self, limits: Limits) -> dict[str, tuple[int, int]]:
         memory = limits.memory_mb * 2**20
         cpu = int(limits.wall_time_s * max(1.0, limits.cpus)) + 2
-        return {
+        rlimits = {
             "RLIMIT_AS": (memory, memory),
             "RLIMIT_DATA": (memory, memory),
             "RLIMIT_CPU": (cpu, cpu + 1),
-            "RLIMIT_NPROC": (limits.pids, limits.pids),
             "RLIMIT_FSIZE": (limits.file_size_bytes, limits.file_size_bytes),
             "RLIMIT_NOFILE": (256, 256),
             "RLIMIT_CORE": (0, 0),
         }
+        if self.root:
+            # Counted per uid across the host: meaningful only for the dedicated uid 65534. For
+            # an ordinary user it would count their shell, editor and test runner too.
+            rlimits["RLIMIT_NPROC"] = (limits.pids, limits.pids)
+        return rlimits
 
     def _command(self, job: JobDir, limits: Limits) -> tuple[list[str], dict]:
         harness = ["-I", "-S", "-B"]
@@ -245,7 +255,8 @@ class ProcessBackend(Backend):
         import json
 
         start = time.monotonic()
-        job = JobDir(sandbox_uid=SANDBOX_UID if self.root else None)
+        job = JobDir(sandbox_uid=SANDBOX_UID if self.root else None,
+                     slots=slots_for(output_shapes))
         try:
             job.write_job(source, entry, inputs, {"sys_path": _site_dirs()})
             _, config = self._command(job, limits)

@@ -387,7 +387,8 @@ class SnackAndTv(Scenario):
         seen = [o for o in ("snack", "drink") if self.scene.visible(state, o)]
         if not seen:
             return ["You notice nothing useful here."]
-        sentences = [f"You notice {' and '.join(self.the(o) for o in seen)}."]
+        only = "" if len(seen) == 2 else "only "
+        sentences = [f"You notice {only}{' and '.join(self.the(o) for o in seen)}."]
         free = [o for o in seen if o not in state.held]
         near = [o for o in free if o in state.close]
         if len(seen) == 2 and not state.held:

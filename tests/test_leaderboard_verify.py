@@ -1,0 +1,93 @@
+"""`verify`: re-running a sample of a record's episodes reproduces (or exposes) its score."""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import pytest
+
+from agentbench_poad.baselines.random import RandomAgent
+from agentbench_poad.cli import main
+from agentbench_poad.leaderboard import add_record, evaluate, verify_record
+from agentbench_poad.leaderboard.records import DEFAULT_STORE, iter_record_files, read_record
+from agentbench_poad.leaderboard.schema import RecordError
+from agentbench_poad.leaderboard.verify import sample_indices
+from tests.test_leaderboard_toys import CORRIDOR_ID
+
+RANDOM_SPEC = "agentbench_poad.baselines.random:RandomAgent"
+
+
+@pytest.fixture(scope="module")
+def random_record():
+    return evaluate(RANDOM_SPEC, CORRIDOR_ID, seeds=[0, 1, 2], episodes=6)[0]
+
+
+def test_sample_indices_cover_the_range():
+    assert sample_indices(100, 3) == [0, 50, 99]
+    assert sample_indices(4, 10) == [0, 1, 2, 3]
+    assert sample_indices(5, 1) == [0]
+
+
+def test_a_seeded_stochastic_record_reproduces_exactly(random_record):
+    result = verify_record(random_record, episodes_per_seed=3)
+    assert result.sampled == 9
+    assert result.exact_matches == 9
+    assert result.reproduced and result.difference == 0.0
+    assert "REPRODUCED" in result.summary()
+
+
+def test_a_tampered_record_does_not_reproduce(random_record):
+    tampered = copy.deepcopy(random_record)
+    for seed in tampered["scores"]["per_seed"]:
+        for episode in seed["episodes"]:
+            episode["score"] += 1.0  # claims one more point per episode than the agent earns
+    result = verify_record(tampered, episodes_per_seed=2)
+    assert not result.reproduced
+    assert result.difference == pytest.approx(-1.0)
+    assert result.exact_matches == 0
+
+
+def test_records_without_an_agent_factory_cannot_be_verified():
+    record = evaluate(RandomAgent(seed=0), CORRIDOR_ID, seeds=[0], episodes=1)[0]
+    with pytest.raises(RecordError, match="cannot be rebuilt"):
+        verify_record(record)
+
+
+def test_verify_cli_exit_code_follows_the_verdict(tmp_path, random_record, capsys):
+    good = copy.deepcopy(random_record)
+    add_record(good, tmp_path)
+    assert main(["leaderboard", "--store", str(tmp_path), "verify", good["record_id"],
+                 "--episodes-per-seed", "2"]) == 0
+    assert "REPRODUCED" in capsys.readouterr().out
+    bad = copy.deepcopy(random_record)
+    bad["record_id"] += "-tampered"
+    for seed in bad["scores"]["per_seed"]:
+        for episode in seed["episodes"]:
+            episode["score"] -= 5.0
+    add_record(bad, tmp_path)
+    assert main(["leaderboard", "--store", str(tmp_path), "verify", bad["record_id"]]) == 1
+    assert "NOT REPRODUCED" in capsys.readouterr().out
+    assert main(["leaderboard", "--store", str(tmp_path), "show", good["record_id"]]) == 0
+    shown = capsys.readouterr().out
+    assert "seed    2" in shown and RANDOM_SPEC in shown
+
+
+COMMITTED = iter_record_files(DEFAULT_STORE)
+
+
+def test_the_board_ships_oracle_and_random_records_for_the_paper_tasks():
+    ids = {read_record(p)["record_id"] for p in COMMITTED}
+    for env_id in ("Overcooked-TomatoSalad-v0", "Overcooked-TomatoLettuceSalad-v0",
+                   "VirtualHome-FoodPreparation-v0", "VirtualHome-Entertainment-v0"):
+        assert f"{env_id}__oracle" in ids and f"{env_id}__random" in ids, env_id
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
+def test_committed_records_reproduce(path):
+    record = read_record(path)
+    if record["env"]["id"] not in gym.registry:
+        pytest.skip(f"{record['env']['id']} is not registered in this checkout")
+    result = verify_record(record, episodes_per_seed=1, max_seeds=2)
+    assert result.reproduced, result.summary()
+    assert result.exact_matches == result.sampled  # scripted agents replay exactly
