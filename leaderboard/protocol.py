@@ -14,12 +14,13 @@ Protocol (the paper's, see REFERENCE_SPEC §2.5 and §3.4):
 * A seed's score is the mean over its episodes; the record reports mean +- standard error over
   seeds.
 
-Bad agents: every ``act`` call runs in a worker **thread** with a deadline (``action_timeout``).
-An agent that raises, returns a non-string or misses the deadline ends the episode as *failed*
-with the reason recorded; the evaluation goes on. A thread cannot be killed, so a hung call keeps
-running in the background (a daemon thread) and the agent is rebuilt from its factory for the
-next episode (an agent *instance* passed directly is reused as is). Use a subprocess-backed agent
-if your agent can hang forever holding resources.
+Bad agents: every ``act`` call runs in a worker **thread** with a deadline (``action_timeout``;
+one long-lived daemon worker per evaluating thread, so the deadline costs little). An agent that
+raises, returns a non-string or misses the deadline ends the episode as *failed* with the reason
+recorded; the evaluation goes on. A thread cannot be killed, so a hung call keeps running in the
+background (its daemon worker is abandoned and a new one started) and the agent is rebuilt from
+its factory for the next episode (an agent *instance* passed directly is reused as is). Use a
+subprocess-backed agent if your agent can hang forever holding resources.
 
 Resume: with ``out_dir``, finished episodes are appended to ``<record_id>.partial.jsonl`` next to
 the output; re-running the same evaluation skips them, and the partial file is removed once the
@@ -157,22 +158,46 @@ def agent_version(agent_obj: Any) -> str:
     return str(version) if version is not None else f"agentbench-poad {__version__}"
 
 
+class _Worker:
+    """One daemon thread that runs calls handed to it; reused while it never hangs.
+
+    Starting a thread per action costs more than a scripted agent's whole step, so calls go to a
+    long-lived worker. A worker that misses a deadline is abandoned (a thread cannot be killed)
+    and the next call starts a fresh one.
+    """
+
+    def __init__(self) -> None:
+        import queue
+
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, name="agentbench-act", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            fn, args, box, done = self.jobs.get()
+            try:
+                box["value"] = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                box["error"] = exc
+            done.set()
+
+
+_local = threading.local()
+
+
 def call_with_deadline(fn: Callable[..., Any], args: tuple, timeout: float | None) -> Any:
-    """``fn(*args)`` in a daemon thread; :class:`AgentTimeout` past ``timeout`` seconds."""
+    """``fn(*args)`` in a worker thread; :class:`AgentTimeout` past ``timeout`` seconds."""
     if timeout is None:
         return fn(*args)
+    worker = getattr(_local, "worker", None)
+    if worker is None:
+        worker = _local.worker = _Worker()
     box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-
-    worker = threading.Thread(target=target, name="agentbench-act", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
+    done = threading.Event()
+    worker.jobs.put((fn, args, box, done))
+    if not done.wait(timeout):
+        _local.worker = None  # this worker is stuck in the agent; leave it behind
         raise AgentTimeout(f"no action within {timeout:g}s")
     if "error" in box:
         raise box["error"]

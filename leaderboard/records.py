@@ -152,6 +152,10 @@ def write_json_atomic(path: Path, data: Any) -> Path:
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
+        # mkstemp creates 0600; a record is meant to be shared (committed, served)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

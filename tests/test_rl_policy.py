@@ -67,6 +67,12 @@ def test_lora_wraps_q_and_v_and_trains_only_the_adapter(policy):
     assert policy.hidden_size == 64
 
 
+def test_building_a_policy_leaves_the_global_rng_alone(tiny_model_dir):  # noqa: F811
+    state = torch.random.get_rng_state()
+    LMPolicy(tiny_model_dir)
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
 def test_encode_action_is_the_in_context_suffix(policy):
     ids = policy.encode_action(PROMPT, "pick up the tomato")
     full = policy.tokenizer(PROMPT + " pick up the tomato")["input_ids"]
@@ -75,17 +81,51 @@ def test_encode_action_is_the_in_context_suffix(policy):
 
 
 def test_shared_prefix_scoring_matches_one_forward_per_candidate(policy):
-    # Candidates have different token counts (4 .. 31 bytes), so padding is exercised.
+    # Candidates have different token counts (5 .. 32 tokens), so padding is exercised.
     prompt_ids = policy.encode_prompt(PROMPT)
     candidates = [policy.encode_action(PROMPT, a) for a in ACTIONS]
     assert len({len(c) for c in candidates}) == len(candidates)
     with torch.no_grad():
-        log_probs, mask, _ = policy._candidate_scores(prompt_ids, candidates, ACTIONS)
+        (log_probs,) = policy._score_group([prompt_ids], [candidates])
+    assert log_probs.shape == (len(ACTIONS), max(len(c) for c in candidates))
     for k, ids in enumerate(candidates):
         expected = torch.tensor(_full_forward_log_probs(policy, PROMPT, ids))
-        assert int(mask[k].sum()) == len(ids)
         torch.testing.assert_close(log_probs[k, : len(ids)], expected, atol=1e-4, rtol=0)
         assert torch.all(log_probs[k, len(ids) :] == 0)
+
+
+def test_shared_prefix_scoring_of_several_prompts_in_one_batch(policy):
+    # Prompts of different lengths share one batch: the short prompts' pad slots sit between
+    # their tokens and their candidates' tokens and must be invisible.
+    prompts = [OTHER_PROMPT, PROMPT, CODE_PROMPT]
+    action_lists = [OTHER_ACTIONS, ACTIONS, ["x = 1", "model = None  # placeholder"]]
+    with torch.no_grad():
+        scored = policy._score_group(
+            [policy.encode_prompt(p) for p in prompts],
+            [[policy.encode_action(p, a) for a in actions]
+             for p, actions in zip(prompts, action_lists)],
+        )
+    for prompt, actions, log_probs in zip(prompts, action_lists, scored):
+        assert log_probs.shape[0] == len(actions)
+        for k, action in enumerate(actions):
+            ids = policy.encode_action(prompt, action)
+            expected = torch.tensor(_full_forward_log_probs(policy, prompt, ids))
+            torch.testing.assert_close(log_probs[k, : len(ids)], expected, atol=1e-4, rtol=0)
+            assert torch.all(log_probs[k, len(ids) :] == 0)
+
+
+def test_grouping_by_cache_budget_does_not_change_results(tiny_model_dir):  # noqa: F811
+    whole = LMPolicy(tiny_model_dir)
+    split = LMPolicy(tiny_model_dir, score_batch_tokens=1)  # one prompt per forward
+    _perturb_lora(whole, seed=5)
+    _perturb_lora(split, seed=5)
+    prompts, action_lists = [PROMPT, OTHER_PROMPT], [ACTIONS, OTHER_ACTIONS]
+    with torch.no_grad():
+        for a, b in zip(whole.candidate_log_probs(prompts, action_lists),
+                        split.candidate_log_probs(prompts, action_lists)):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="score_batch_tokens"):
+        LMPolicy(tiny_model_dir, score_batch_tokens=0)
 
 
 @pytest.mark.parametrize("normalization", ["word", "token", "sum"])
@@ -141,7 +181,7 @@ def test_restricted_sampling_follows_the_categorical_and_the_generator(tiny_mode
     actions = ACTIONS[:3]
     with torch.no_grad():
         probs = policy.candidate_log_probs([PROMPT], [actions])[0].exp()
-    draws = 300
+    draws = 200
     generator = torch.Generator().manual_seed(123)
     picks = [policy.act([PROMPT], [actions], generator=generator)[0].index for _ in range(draws)]
     freqs = torch.bincount(torch.tensor(picks), minlength=len(actions)).float() / draws
@@ -177,7 +217,7 @@ def test_token_log_probs_match_full_forward_and_carry_grad(policy):
     with torch.no_grad():
         logits = policy.model(input_ids=torch.tensor([prompt_ids])).logits[0, -1].float()
     dist = torch.distributions.Categorical(logits=logits)
-    assert float(result.entropy[2, 0]) == pytest.approx(float(dist.entropy()), abs=1e-4)
+    assert float(result.entropy[2, 0].detach()) == pytest.approx(float(dist.entropy()), abs=1e-4)
     # Gradients reach the adapter, and only the adapter.
     policy.model.zero_grad(set_to_none=True)
     (result.log_probs.sum() + result.entropy.sum()).backward()
@@ -188,13 +228,45 @@ def test_token_log_probs_match_full_forward_and_carry_grad(policy):
     policy.model.zero_grad(set_to_none=True)
 
 
+def test_candidate_log_probs_gradients_match_full_forwards(tiny_model_dir):  # noqa: F811
+    # TWOSOME trains through the shared-prefix path: its gradients must be those of the plain
+    # computation (one forward per prompt + candidate).
+    policy = LMPolicy(tiny_model_dir)
+    _perturb_lora(policy, seed=6)
+    assert policy._keep_logits  # logits only where needed, on this transformers version
+    prompts, action_lists = [PROMPT, OTHER_PROMPT], [ACTIONS[:3], OTHER_ACTIONS]
+    weights = torch.tensor([0.3, -1.0, 0.7])
+
+    def loss_of(per_prompt):
+        return sum((lp * weights[: len(lp)]).sum() for lp in per_prompt)
+
+    params = policy.trainable_parameters()
+    shared = torch.autograd.grad(loss_of(policy.candidate_log_probs(prompts, action_lists)),
+                                 params)
+    naive_scores = []
+    for prompt, actions in zip(prompts, action_lists):
+        prompt_ids = policy.encode_prompt(prompt)
+        scores = []
+        for action in actions:
+            ids = policy.encode_action(prompt, action)
+            logits = policy.model(input_ids=torch.tensor([prompt_ids + ids])).logits[0].float()
+            log_probs = torch.log_softmax(logits[len(prompt_ids) - 1 : -1], dim=-1)
+            total = log_probs.gather(-1, torch.tensor(ids)[:, None]).sum()
+            scores.append(total / len(action.split()))
+        naive_scores.append(torch.log_softmax(torch.stack(scores), dim=0))
+    naive = torch.autograd.grad(loss_of(naive_scores), params)
+    for g_shared, g_naive in zip(shared, naive):
+        torch.testing.assert_close(g_shared, g_naive, atol=1e-4, rtol=1e-3)
+    assert any(g.abs().sum().item() > 0 for g in naive)
+
+
 def test_candidate_log_probs_carry_grad(policy):
     policy.model.zero_grad(set_to_none=True)
     log_probs = policy.candidate_log_probs([PROMPT, OTHER_PROMPT], [ACTIONS, OTHER_ACTIONS])
     assert [lp.shape for lp in log_probs] == [(len(ACTIONS),), (len(OTHER_ACTIONS),)]
     for lp in log_probs:
         assert lp.requires_grad
-        assert float(lp.exp().sum()) == pytest.approx(1.0, abs=1e-5)
+        assert lp.detach().exp().sum().item() == pytest.approx(1.0, abs=1e-5)
     entropy = sum(-(lp.exp() * lp).sum() for lp in log_probs)
     (log_probs[0][1] + entropy).backward()
     assert any(float(p.grad.abs().sum()) > 0 for p in policy.trainable_parameters())
@@ -271,6 +343,23 @@ def test_generation_stops_before_a_stop_string_and_drops_it(tiny_model_dir):  # 
     assert stopped.token_log_probs == pytest.approx(
         unconstrained.token_log_probs[: len(stopped.token_ids)], abs=1e-5
     )
+
+
+def test_generation_stops_at_eos_and_keeps_it_as_a_token(tiny_model_dir):  # noqa: F811
+    free = GenerationSettings(max_new_tokens=16, stop_strings=(), stop_patterns=())
+    policy = LMPolicy(tiny_model_dir, generation=free)
+    unconstrained = policy.act([CODE_PROMPT], [None], greedy=True)[0]
+    assert len(unconstrained.token_ids) == 16  # ran to max_new_tokens
+    # Declare the token the model writes 4th an end-of-sequence id (as a model's
+    # generation_config may list several): generation must end right after it.
+    eos = unconstrained.token_ids[3]
+    first = unconstrained.token_ids.index(eos)
+    policy.eos_token_ids = frozenset({eos})
+    stopped = policy.act([CODE_PROMPT], [None], greedy=True)[0]
+    assert stopped.token_ids == unconstrained.token_ids[: first + 1]
+    assert stopped.token_log_probs == pytest.approx(unconstrained.token_log_probs[: first + 1],
+                                                    abs=1e-5)
+    assert stopped.log_prob == pytest.approx(sum(stopped.token_log_probs), abs=1e-5)
 
 
 def test_default_stop_rule_never_keeps_a_return_line(policy):

@@ -200,6 +200,47 @@ def test_concurrency_limit_reads_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert concurrency_limit() == (os.cpu_count() or 1)
 
 
+def test_concurrency_limit_serialises_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setenv("AGENTBENCH_SANDBOX_CONCURRENCY", "1")
+    backend = get_backend("process")
+    source = "import time, numpy as np\ndef f():\n    t0 = time.time()\n    time.sleep(0.4)\n" \
+             "    return np.array([t0, time.time()])\n"
+    intervals: list[np.ndarray] = []
+
+    def one() -> None:
+        result = backend.run(source, "f", {}, limits=FAST)
+        assert result.ok, result
+        intervals.append(result.outputs["output"])
+
+    threads = [threading.Thread(target=one) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    intervals.sort(key=lambda iv: iv[0])
+    assert len(intervals) == 3
+    for earlier, later in zip(intervals, intervals[1:]):
+        assert later[0] >= earlier[1], "two runs overlapped despite a limit of 1"
+
+
+def _run_in_forked_worker(value: int) -> list[float]:
+    result = run_code("def f(v):\n    return v * 2\n", "f", {"v": np.array([float(value)])},
+                      backend="process", limits=FAST)
+    return result.outputs["output"].tolist() if result.ok else [result.message]
+
+
+def test_forked_workers_run_independently() -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    run_code("def f():\n    import numpy\n    return numpy.zeros(1)\n", "f", {},
+             backend="process", limits=FAST)  # the parent holds a default backend first
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        assert list(pool.map(_run_in_forked_worker, [1, 2, 3])) == [[2.0], [4.0], [6.0]]
+
+
 def test_run_code_with_backend_name() -> None:
     result = run_code("import numpy as np\ndef f(a):\n    return a * 3\n", "f",
                       {"a": np.array([1, 2])}, backend="process", limits=FAST)
@@ -224,6 +265,21 @@ def test_sandbox_status_reports_both_backends() -> None:
     assert status["process"]["usable"] is True and status["auto"] == "process"
     assert "process" in str(status) and "NOT usable" in str(status)
     json.dumps(status)  # plain data
+
+
+@pytest.mark.docker
+def test_docker_without_its_image_names_the_fix() -> None:
+    from agentbench_poad.sandbox import SandboxUnavailable
+
+    with pytest.raises(SandboxUnavailable, match="agentbench-poad sandbox build"):
+        get_backend("docker", image="agentbench-poad-sandbox:does-not-exist")
+
+
+def test_build_image_rejects_unknown_modes() -> None:
+    from agentbench_poad.sandbox.image import build_image
+
+    with pytest.raises(ValueError, match="offline"):
+        build_image("sideways", progress=lambda line: None)
 
 
 @pytest.mark.docker

@@ -60,6 +60,7 @@ def token() -> str:
 
 
 def _processes_named(token: str) -> list[int]:
+    """Pids whose name is ``token`` (the tests only name sandbox processes, uid 65534)."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -86,22 +87,23 @@ def _my_containers() -> list:
         client.close()
 
 
-def assert_clean(backend: Backend, token: str | None = None) -> None:
+def assert_clean(backend: Backend, token: str) -> None:
     """Nothing of the run survives: processes carrying the token, or our containers."""
     deadline = time.monotonic() + 5  # namespace / container teardown is asynchronous
-    while token and _processes_named(token) and time.monotonic() < deadline:
+    while _processes_named(token) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if token:
-        assert _processes_named(token) == [], "a sandbox process outlived its run"
+    leftovers = _processes_named(token)
+    assert leftovers == [], f"sandbox processes outlived their run: {leftovers}"
     if backend.name == "docker":
         assert _my_containers() == [], "a labelled container outlived its run"
 
 
 def attack(backend: Backend, source: str, *, limits: Limits = SHORT, output_shapes=None,
            token: str | None = None) -> SandboxResult:
-    source = textwrap.dedent(source)
-    if token:
-        source = NAME_SELF + source.replace("TOKEN", token)
+    """Run ``f`` from ``source``; the runner process and all it forks carry ``token``."""
+    token = token or "abp" + uuid.uuid4().hex[:12]
+    source = (NAME_SELF + f"name_self({token!r})\n"
+              + textwrap.dedent(source).replace("TOKEN", token))
     result = backend.run(source, "f", {}, limits=limits, output_shapes=output_shapes)
     assert_clean(backend, token)
     return result

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -41,6 +43,9 @@ def f(x):
 """, "f", {"x": np.zeros(2)}, backend=pool, limits=POOL_LIMITS)
         assert leave_mark.ok and leave_mark.backend == "docker", leave_mark
         np.testing.assert_array_equal(leave_mark.outputs["output"], [1.0, 1.0])
+        deadline = time.monotonic() + 30  # removal happens in the background
+        while first_warm.container.id in _my_containers() and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert first_warm.container.id not in _my_containers()  # destroyed after one use
 
         # The refilled container is a fresh one: nothing of the previous run is visible.

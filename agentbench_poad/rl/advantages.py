@@ -15,9 +15,9 @@ action has tokens ``w^1..w^n`` (``n`` may differ per step and env) and the token
 ``m_{t+1} = 1 − dones[t]``: ``dones[t]`` says the episode ended with step ``t`` (the env
 auto-reset), so nothing is bootstrapped across it. Returns are ``R = A + V``.
 
-The implementation loops over ``T`` only. Inside an action the token recursion is a reversed
-discounted cumulative sum, computed for all envs and tokens at once as a product with an upper
-triangular matrix of powers of ``cλ`` (no division by powers, so no overflow for long actions).
+The implementation loops over ``T`` only, on ``(N,)`` vectors. Inside an action the token
+recursion is a reversed discounted cumulative sum, computed for all steps, envs and tokens at once
+(:func:`reverse_discounted_cumsum`).
 Inputs may be NumPy arrays or torch tensors; the result has the same kind (and, for torch, the
 dtype and device of ``values``). The arithmetic is float64.
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["action_level_gae", "token_level_gae", "discount_matrix"]
+__all__ = ["action_level_gae", "discount_matrix", "reverse_discounted_cumsum", "token_level_gae"]
 
 
 def _is_torch(x: Any) -> bool:
@@ -58,9 +58,24 @@ def discount_matrix(length: int, factor: float) -> np.ndarray:
     ``x @ W.T`` is the reversed discounted cumulative sum ``y_j = Σ_{k≥j} factor^{k−j} x_k``.
     """
     offsets = np.arange(length)[None, :] - np.arange(length)[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        powers = np.power(float(factor), np.maximum(offsets, 0).astype(np.float64))
-    return np.where(offsets >= 0, powers, 0.0)
+    powers = np.power(float(factor), np.arange(length, dtype=np.float64))
+    return np.where(offsets >= 0, powers[np.maximum(offsets, 0)], 0.0)
+
+
+def reverse_discounted_cumsum(x: np.ndarray, factor: float) -> np.ndarray:
+    """``y_j = Σ_{k≥j} factor^{k−j} x_k`` along the last axis, in O(size) where it is safe.
+
+    ``factor = 1`` is a reversed cumulative sum. For ``0 < factor < 1`` the terms are scaled by
+    ``factor^k``, summed cumulatively and unscaled; when ``factor^L`` would underflow (tiny
+    factors, very long rows) the exact product with :func:`discount_matrix` is used instead.
+    """
+    length = x.shape[-1]
+    if factor == 1.0:
+        return np.cumsum(x[..., ::-1], axis=-1)[..., ::-1]
+    if 0.0 < factor < 1.0 and length * -np.log(factor) < 600.0:
+        scale = np.power(float(factor), np.arange(length, dtype=np.float64))
+        return np.cumsum((x * scale)[..., ::-1], axis=-1)[..., ::-1] / scale
+    return x @ discount_matrix(length, factor).T
 
 
 def action_level_gae(
@@ -150,36 +165,36 @@ def token_level_gae(
     lengths = mask.sum(axis=-1)
     if (lengths == 0).any():
         raise ValueError("every action needs at least one token (a token_mask row is all False)")
-    if (mask[..., 1:] & ~mask[..., :-1]).any():
+    steps, envs, width = v.shape
+    positions = np.arange(width)
+    if not np.array_equal(mask, positions < lengths[..., None]):
         raise ValueError("token_mask rows must be prefixes (True on real tokens, then padding)")
 
-    steps, _, width = v.shape
+    # With V zeroed at pads, delta_j = c·V^{j+1} − V^j is the TD error of an inner token, −V^n on
+    # the last token (its successor is a pad) and 0 on pads. Writing
+    # e_t = r_t + γ m_{t+1} (V_{t+1}^1 + λ A_{t+1}^1) for what enters from outside the action,
+    # every token's advantage is A_t^j = Σ_{k≥j} (cλ)^{k−j} delta_k + (cλ)^{n−j} e_t.
     v = np.where(mask, v, 0.0)
-    last = lengths - 1  # index of each action's last token, (T, N)
-    positions = np.arange(width)
-    is_last = positions == last[..., None]
+    delta = np.concatenate([v[..., 1:], np.zeros((steps, envs, 1))], axis=-1)
+    delta *= intra_gamma
+    delta -= v
+    last_one_hot = positions == (lengths - 1)[..., None]
+    # One matrix product gives both reversed discounted sums: of delta, and of the last-token
+    # one-hot, which is (cλ)^{n−j} on real tokens and 0 on pads.
+    stacked = np.concatenate([delta.reshape(-1, width), last_one_hot.reshape(-1, width)], axis=0)
+    summed = reverse_discounted_cumsum(stacked, intra_gamma * lam)
+    inner = summed[: steps * envs].reshape(steps, envs, width)
+    to_last = summed[steps * envs :].reshape(steps, envs, width)
 
-    # Inner-token TD errors c·V^{j+1} − V^j for every token; the last token's is replaced below.
-    shifted = np.concatenate([v[..., 1:], np.zeros_like(v[..., :1])], axis=-1)
-    inner_delta = np.where(mask & ~is_last, intra_gamma * shifted - v, 0.0)
-    weights = discount_matrix(width, intra_gamma * lam).T  # reversed discounted cumsum over j
-    # (cλ)^{n−j}: how much of the last token's advantage reaches token j.
-    to_last = np.where(
-        mask, np.power(float(intra_gamma * lam), np.maximum(last[..., None] - positions, 0)), 0.0
-    )
-    last_value = np.take_along_axis(v, last[..., None], axis=-1)[..., 0]  # V_t^n, (T, N)
-
-    advantages = np.zeros_like(v)
+    # Only the first token's advantage crosses step boundaries: a loop over T on (N,) vectors.
+    outside = np.zeros((steps, envs))  # e_t
     next_first_value = nv  # V_{t+1}^1
     next_first_advantage = np.zeros_like(nv)  # A_{t+1}^1 (0 beyond the rollout)
     for t in reversed(range(steps)):
         keep = 1.0 - d[t]
-        last_advantage = (
-            r[t] + gamma * keep * next_first_value - last_value[t]
-            + gamma * lam * keep * next_first_advantage
-        )
-        advantages[t] = inner_delta[t] @ weights + to_last[t] * last_advantage[:, None]
+        outside[t] = r[t] + gamma * keep * (next_first_value + lam * next_first_advantage)
         next_first_value = v[t, :, 0]
-        next_first_advantage = advantages[t, :, 0]
-    returns = np.where(mask, advantages + v, 0.0)
+        next_first_advantage = inner[t, :, 0] + to_last[t, :, 0] * outside[t]
+    advantages = inner + to_last * outside[..., None]  # 0 at pads: both terms are
+    returns = advantages + v
     return _like(advantages, values), _like(returns, values)

@@ -15,6 +15,7 @@ algorithm:
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -134,7 +135,11 @@ def load_causal_lm(name_or_path: str | Path, *, dtype: Any = "float32", device: 
         source = str(local)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(source)
-        model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        kwargs: dict[str, Any] = {"dtype": torch_dtype}
+        if device.type == "cuda" and importlib.util.find_spec("accelerate") is not None:
+            # Load the weights straight onto the GPU instead of staging a copy in host memory.
+            kwargs["device_map"] = str(device)
+        model = transformers.AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except OSError as exc:
         raise ModelNotAvailable(
             f"could not load the causal LM {source!r} ({exc.__class__.__name__}: "

@@ -38,6 +38,7 @@ import contextlib
 import inspect
 import math
 import re
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,15 +162,14 @@ def _forward_accepts(model: torch.nn.Module, name: str) -> bool:
         return False
 
 
-def _expand_cache(cache: Any, repeats: int) -> Any:
-    """Repeat every layer's cached keys/values ``repeats`` times along the batch axis."""
-    if repeats == 1:
-        return cache
-    if hasattr(cache, "batch_repeat_interleave"):  # transformers Cache objects (in place)
-        cache.batch_repeat_interleave(repeats)
+def _select_cache(cache: Any, rows: torch.Tensor) -> Any:
+    """The cache with batch rows ``rows`` (repeats allowed): row ``i`` of the result is
+    ``cache`` row ``rows[i]``. Differentiable: gradients flow back to the prompt pass."""
+    if hasattr(cache, "batch_select_indices"):  # transformers Cache objects (in place)
+        cache.batch_select_indices(rows)
         return cache
     # Legacy tuple-of-tuples caches (older transformers).
-    return tuple(tuple(t.repeat_interleave(repeats, dim=0) for t in layer) for layer in cache)
+    return tuple(tuple(t[rows] for t in layer) for layer in cache)
 
 
 class LMPolicy(torch.nn.Module):
@@ -186,6 +186,10 @@ class LMPolicy(torch.nn.Module):
         normalization: Restricted-action score: ``"word"`` (the paper's), ``"token"``, ``"sum"``.
         generation: Sampling settings for open actions (default ``GenerationSettings()``).
         action_separator: Text between the prompt and a restricted action (the reference's " ").
+        score_batch_tokens: Restricted actions of several prompts are scored in one batch while
+            their shared-prefix caches hold at most this many tokens (sum over candidates of
+            prompt + candidate length); a larger prompt set is split into several batches. On a
+            7B model each cached token takes about 0.5 MB in fp16.
     """
 
     def __init__(
@@ -198,6 +202,7 @@ class LMPolicy(torch.nn.Module):
         normalization: str = "word",
         generation: GenerationSettings | None = None,
         action_separator: str = " ",
+        score_batch_tokens: int = 16384,
     ) -> None:
         super().__init__()
         if normalization not in NORMALIZATIONS:
@@ -208,6 +213,9 @@ class LMPolicy(torch.nn.Module):
         self.normalization = normalization
         self.generation = generation if generation is not None else GenerationSettings()
         self.action_separator = action_separator
+        if score_batch_tokens < 1:
+            raise ValueError(f"score_batch_tokens must be >= 1, got {score_batch_tokens}")
+        self.score_batch_tokens = int(score_batch_tokens)
         self.lora = lora
         self.device = resolve_device(device)
         base, tokenizer = load_causal_lm(model_name_or_path, dtype=dtype, device=self.device)
@@ -218,7 +226,15 @@ class LMPolicy(torch.nn.Module):
 
             for param in base.parameters():
                 param.requires_grad_(False)
-            self.model = peft.get_peft_model(base, lora.to_peft_config())
+            # peft draws the adapters' A matrices from the global RNG: fork it so that building
+            # a policy leaves the caller's random stream as it was. (B starts at zero, so the
+            # adapted model equals the base; redraw A from a generator for seeded runs.)
+            rng_devices = [self.device.index or 0] if self.device.type == "cuda" else []
+            with warnings.catch_warnings(), torch.random.fork_rng(devices=rng_devices):
+                # peft calls a transformers API deprecated in 5.x; nothing for users to act on.
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*",
+                                        category=FutureWarning)
+                self.model = peft.get_peft_model(base, lora.to_peft_config())
             # peft already up-casts adapters of half-precision bases; make it a guarantee.
             for param in self.model.parameters():
                 if param.requires_grad and param.dtype != torch.float32:
@@ -316,61 +332,98 @@ class LMPolicy(torch.nn.Module):
 
     # --------------------------------------------------------- restricted actions
 
-    def _candidate_scores(
-        self, prompt_ids: list[int], candidates: list[list[int]], texts: Sequence[str]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Token log-probs of every candidate after one prompt, sharing the prompt's KV cache.
+    def _score_group(
+        self, prompt_ids: list[list[int]], candidates: list[list[list[int]]]
+    ) -> list[torch.Tensor]:
+        """Token log-probs of every candidate after its prompt, sharing each prompt's KV cache.
+
+        The prompts run once, right-padded in one batch, with ``use_cache=True``. Each prompt's
+        cached keys/values are then repeated for its candidates, and all candidates of all
+        prompts run in one forward pass: candidate ``k`` of prompt ``i`` attends to prompt
+        ``i``'s real tokens (its pad slots are masked out) and to its own earlier tokens, with
+        position ids continuing from prompt ``i``'s length. Candidates are right-padded, so pads
+        come after every real token and never influence one under the causal mask. No attention
+        row is ever fully masked, which keeps the result exact.
 
         Returns:
-            ``(token_log_probs (K, L) float32, mask (K, L) bool, scores (K,) float32)`` where the
-            scores are the normalised log-likelihoods. Differentiable when grad is enabled.
+            Per prompt, a ``(K_i, L)`` float32 tensor of log p(token j | prompt, tokens < j), 0 at
+            pads (``L`` = the longest candidate of the group). Differentiable when grad is on.
         """
-        n_candidates = len(candidates)
-        n_prompt = len(prompt_ids)
-        width = max(len(c) for c in candidates)
-        prompt = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
+        lengths = torch.tensor([len(p) for p in prompt_ids], device=self.device)
+        counts = [len(c) for c in candidates]
+        flat = [c for group in candidates for c in group]
+        width = max(len(c) for c in flat)
+        if width == 0:
+            return [torch.zeros((k, 0), device=self.device) for k in counts]
+        ids, prompt_mask = self._right_padded(prompt_ids)
         out = self._lm(
-            keep=1,
-            input_ids=prompt,
-            attention_mask=torch.ones_like(prompt),
+            keep=int(ids.shape[1] - lengths.min().item() + 1),
+            input_ids=ids,
+            attention_mask=prompt_mask,
             use_cache=True,
         )
-        first_logits = out.logits[:, -1:, :]  # (1, 1, V): predicts every candidate's token 1
-        if width == 0:
-            log_probs = torch.zeros((n_candidates, 0), device=self.device)
-            mask = torch.zeros((n_candidates, 0), dtype=torch.bool, device=self.device)
-        else:
-            # The prompt's keys/values are computed once and repeated for the K candidates,
-            # which run in one forward pass. Candidates are right-padded: pads come after every
-            # real token, so under the causal mask they never influence a real token.
-            cache = _expand_cache(out.past_key_values, n_candidates)
-            cand_ids, cand_mask = self._right_padded(candidates)
-            attention = torch.cat(
-                [torch.ones((n_candidates, n_prompt), dtype=torch.long, device=self.device),
-                 cand_mask],
-                dim=1,
-            )
-            positions = torch.arange(n_prompt, n_prompt + width, device=self.device)
-            out = self._lm(
-                input_ids=cand_ids,
-                attention_mask=attention,
-                position_ids=positions.unsqueeze(0).expand(n_candidates, -1),
-                past_key_values=cache,
-                use_cache=True,
-            )
-            logits = torch.cat(
-                [first_logits.expand(n_candidates, -1, -1), out.logits[:, :-1, :]], dim=1
-            )
-            log_probs = torch.log_softmax(logits.float(), dim=-1)
-            log_probs = log_probs.gather(-1, cand_ids.unsqueeze(-1)).squeeze(-1)
-            mask = cand_mask.bool()
-            log_probs = log_probs.masked_fill(~mask, 0.0)
-        normalise = NORMALIZATIONS[self.normalization]
-        totals = log_probs.sum(dim=1)
-        scores = torch.stack(
-            [normalise(totals[k], len(candidates[k]), texts[k]) for k in range(n_candidates)]
+        offset = ids.shape[1] - out.logits.shape[1]
+        rows = torch.arange(len(prompt_ids), device=self.device)
+        first_logits = out.logits[rows, lengths - 1 - offset]  # (B, V): each candidate's token 1
+        owner = torch.repeat_interleave(rows, torch.tensor(counts, device=self.device))
+        cache = _select_cache(out.past_key_values, owner)
+        cand_ids, cand_mask = self._right_padded(flat)
+        out = self._lm(
+            input_ids=cand_ids,
+            attention_mask=torch.cat([prompt_mask[owner], cand_mask], dim=1),
+            position_ids=lengths[owner, None] + torch.arange(width, device=self.device),
+            past_key_values=cache,
+            use_cache=True,
         )
-        return log_probs, mask, scores
+        logits = torch.cat([first_logits[owner, None, :], out.logits[:, :-1, :]], dim=1)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        log_probs = log_probs.gather(-1, cand_ids.unsqueeze(-1)).squeeze(-1)
+        log_probs = log_probs.masked_fill(~cand_mask.bool(), 0.0)
+        return list(torch.split(log_probs, counts, dim=0))
+
+    def _score_restricted(
+        self, prompts: Sequence[str], available_actions: Sequence[Sequence[str]]
+    ) -> list[tuple[list[list[int]], torch.Tensor, torch.Tensor]]:
+        """Per prompt: (candidate token ids, token log-probs (K, L), normalised scores (K,)).
+
+        Prompts are scored in groups whose cache (sum over candidates of prompt + candidate
+        tokens) stays within ``score_batch_tokens``; a prompt is never split.
+        """
+        encoded = []
+        for prompt, actions in zip(prompts, available_actions):
+            if not actions:
+                raise ValueError(
+                    "available_actions is an empty list; pass None for open-action environments"
+                )
+            encoded.append(
+                (self.encode_prompt(prompt), [self.encode_action(prompt, a) for a in actions])
+            )
+        groups: list[list[int]] = []
+        used = 0
+        for i, (p, cands) in enumerate(encoded):
+            cost = sum(len(p) + len(c) for c in cands)
+            if groups and used + cost <= self.score_batch_tokens:
+                groups[-1].append(i)
+                used += cost
+            else:
+                groups.append([i])
+                used = cost
+        token_log_probs: list[torch.Tensor | None] = [None] * len(encoded)
+        for group in groups:
+            scored = self._score_group([encoded[i][0] for i in group],
+                                       [encoded[i][1] for i in group])
+            for i, lp in zip(group, scored):
+                token_log_probs[i] = lp
+        normalise = NORMALIZATIONS[self.normalization]
+        results = []
+        for (_, cands), actions, lp in zip(encoded, available_actions, token_log_probs):
+            assert lp is not None
+            totals = lp.sum(dim=1)
+            scores = torch.stack(
+                [normalise(totals[k], len(cands[k]), actions[k]) for k in range(len(cands))]
+            )
+            results.append((cands, lp, scores))
+        return results
 
     def candidate_log_probs(
         self, prompts: Sequence[str], available_actions: Sequence[Sequence[str]]
@@ -382,40 +435,12 @@ class LMPolicy(torch.nn.Module):
             normalised action log-likelihoods. Its entropy is ``-(p * log p).sum()``.
         """
         _check_batch(prompts, available_actions)
-        result = []
-        for prompt, actions in zip(prompts, available_actions):
-            if not actions:
-                raise ValueError("candidate_log_probs needs at least one available action per prompt")
-            prompt_ids = self.encode_prompt(prompt)
-            candidates = [self.encode_action(prompt, a) for a in actions]
-            _, _, scores = self._candidate_scores(prompt_ids, candidates, actions)
-            result.append(torch.log_softmax(scores, dim=0))
-        return result
-
-    def _act_restricted(
-        self, prompt: str, actions: Sequence[str], generator: torch.Generator | None, greedy: bool
-    ) -> ActionSample:
-        if not actions:
-            raise ValueError(
-                "available_actions is an empty list; pass None for open-action environments"
-            )
-        prompt_ids = self.encode_prompt(prompt)
-        candidates = [self.encode_action(prompt, a) for a in actions]
-        log_probs, _, scores = self._candidate_scores(prompt_ids, candidates, actions)
-        policy = torch.log_softmax(scores, dim=0)
-        if greedy:
-            index = int(torch.argmax(policy).item())
-        else:
-            index = int(_multinomial(policy.exp(), generator).item())
-        n_tokens = len(candidates[index])
-        return ActionSample(
-            text=actions[index],
-            index=index,
-            token_ids=list(candidates[index]),
-            token_log_probs=log_probs[index, :n_tokens].tolist(),
-            log_prob=float(policy[index].item()),
-            candidate_log_probs=policy.tolist(),
-        )
+        if any(a is None for a in available_actions):
+            raise ValueError("candidate_log_probs is for restricted actions; got None")
+        return [
+            torch.log_softmax(scores, dim=0)
+            for _, _, scores in self._score_restricted(prompts, available_actions)
+        ]
 
     # --------------------------------------------------------------- open actions
 
@@ -559,10 +584,28 @@ class LMPolicy(torch.nn.Module):
         """
         _check_batch(prompts, available_actions)
         samples: list[ActionSample | None] = [None] * len(prompts)
+        restricted = [i for i, a in enumerate(available_actions) if a is not None]
         open_rows = [i for i, a in enumerate(available_actions) if a is None]
-        for i, actions in enumerate(available_actions):
-            if actions is not None:
-                samples[i] = self._act_restricted(prompts[i], list(actions), generator, greedy)
+        if restricted:
+            scored = self._score_restricted(
+                [prompts[i] for i in restricted], [list(available_actions[i]) for i in restricted]
+            )
+            for i, (candidates, log_probs, scores) in zip(restricted, scored):
+                actions = list(available_actions[i])
+                policy = torch.log_softmax(scores, dim=0)
+                if greedy:
+                    index = int(torch.argmax(policy).item())
+                else:
+                    index = int(_multinomial(policy.exp(), generator).item())
+                n_tokens = len(candidates[index])
+                samples[i] = ActionSample(
+                    text=actions[index],
+                    index=index,
+                    token_ids=list(candidates[index]),
+                    token_log_probs=log_probs[index, :n_tokens].tolist(),
+                    log_prob=float(policy[index].item()),
+                    candidate_log_probs=policy.tolist(),
+                )
         if open_rows:
             generated = self._act_open([prompts[i] for i in open_rows], generator, greedy)
             for i, sample in zip(open_rows, generated):

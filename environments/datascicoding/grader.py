@@ -25,8 +25,13 @@ syntax errors and trivially empty bodies) and run only in :mod:`agentbench_poad.
 from __future__ import annotations
 
 import ast
+import contextlib
+import os
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -87,8 +92,9 @@ class Grade:
         auc_std: their (population) standard deviation, ``0.0`` on failure.
         category: failure category (``None`` on success).
         message: one readable line saying what went wrong (``""`` on success).
-        runtime_s: wall time of the attempt (sandbox start-up included); 0.0 when the code
-            never ran (empty, syntax error, banned construct, no ``model``).
+        runtime_s: sandbox wall time of the attempt (start-up included, waiting for a free
+            slot excluded); 0.0 when the code never ran (empty, syntax error, banned
+            construct, no ``model``).
         backend: the sandbox backend that ran it (``None`` when it never reached the sandbox).
         stdout_tail: the tail of the code's stdout (diagnostics only; never in an observation).
         holdout_auc: the held-out score (holdout protocol, successful attempt), else ``None``.
@@ -106,12 +112,11 @@ class Grade:
     holdout_auc: float | None = None
 
 
-def _failure(category: str, message: str, started: float | None, backend: str | None = None,
+def _failure(category: str, message: str, runtime_s: float = 0.0, backend: str | None = None,
              stdout_tail: str = "") -> Grade:
-    # code that never reached the sandbox did not run: runtime 0.0 (and info stays
+    # code that never reached the sandbox did not run: runtime 0.0 (which also keeps info
     # deterministic for gymnasium's checker)
-    runtime = 0.0 if started is None else time.perf_counter() - started
-    return Grade(False, -1.0, category=category, message=message, runtime_s=runtime,
+    return Grade(False, -1.0, category=category, message=message, runtime_s=runtime_s,
                  backend=backend, stdout_tail=stdout_tail)
 
 
@@ -135,6 +140,62 @@ def make_splits(n_rows: int, n_splits: int = 5) -> list[tuple[np.ndarray, np.nda
     ]
 
 
+class MachineSlots:
+    """At most ``n`` sandbox runs at once across every process of this user on this machine.
+
+    The sandbox bounds concurrency per process; gymnasium's ``AsyncVectorEnv`` runs one env per
+    process, so without this N workers would start N sandboxes at once. Slots are ``flock``-ed
+    files: the kernel releases a slot when its holder exits, even when it is killed.
+
+    Args:
+        n: slots; default ``AGENTBENCH_SANDBOX_CONCURRENCY`` or the CPU count (the sandbox's
+            per-process default).
+        directory: where the slot files live (default: a per-user folder in the temp dir).
+    """
+
+    def __init__(self, n: int | None = None, directory: str | Path | None = None) -> None:
+        if n is None:
+            from agentbench_poad.sandbox.api import concurrency_limit
+
+            n = concurrency_limit()
+        if n < 1:
+            raise ValueError(f"MachineSlots needs n >= 1, got {n}")
+        self.n = int(n)
+        self.directory = Path(directory) if directory is not None else Path(
+            tempfile.gettempdir()) / f"agentbench-poad-sandbox-slots-{os.getuid()}"
+
+    def try_acquire(self) -> int | None:
+        """A held slot's file descriptor, or ``None`` when all ``n`` are taken."""
+        import fcntl
+
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for i in range(self.n):
+            fd = os.open(self.directory / f"slot-{i}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            return fd
+        return None
+
+    @staticmethod
+    def release(fd: int) -> None:
+        os.close(fd)  # closing the descriptor drops its flock
+
+    @contextlib.contextmanager
+    def hold(self, poll_s: float = 0.05) -> Iterator[None]:
+        """Wait for a free slot, hold it for the ``with`` block."""
+        fd = self.try_acquire()
+        while fd is None:
+            time.sleep(poll_s)
+            fd = self.try_acquire()
+        try:
+            yield
+        finally:
+            self.release(fd)
+
+
 class Grader:
     """Scores bodies of ``build_model`` on one dataset.
 
@@ -149,6 +210,8 @@ class Grader:
         holdout_fraction: share of rows held out (``"holdout"`` protocol).
         holdout_seed: seed of the held-out partition (fixed across episodes on purpose).
         n_splits: random 50/50 splits per attempt.
+        slots: the machine-wide bound on concurrent sandbox runs (``None``: a default
+            :class:`MachineSlots`; pass ``MachineSlots(n)`` to share another bound).
     """
 
     def __init__(
@@ -164,6 +227,7 @@ class Grader:
         holdout_fraction: float = 0.2,
         holdout_seed: int = 0,
         n_splits: int = 5,
+        slots: MachineSlots | None = None,
     ) -> None:
         if protocol not in ("paper", "holdout"):
             raise ValueError(f"protocol must be 'paper' or 'holdout', got {protocol!r}")
@@ -177,6 +241,7 @@ class Grader:
         self.banned = tuple(banned)
         self.protocol = protocol
         self.n_splits = int(n_splits)
+        self.slots = slots
         rows = np.arange(len(self.y))
         self.holdout_rows: np.ndarray | None = None
         if protocol == "holdout":
@@ -194,29 +259,27 @@ class Grader:
 
     # -- static checks (host side: parsing only) -----------------------------------------
     def _static_failure(self, submission: Submission, source: str) -> Grade | None:
-        started = None
         if submission.empty:
             return _failure(EMPTY_CODE, "the answer contains no code; write the body of "
-                            "build_model that fits a classifier and stores it in `model`", started)
+                            "build_model that fits a classifier and stores it in `model`")
         try:
             ast.parse(source)
         except SyntaxError as exc:
             line = (exc.text or "").strip()
             where = f" (line {exc.lineno}: {line})" if line else f" (line {exc.lineno})"
-            return _failure(SYNTAX_ERROR, f"{type(exc).__name__}: {exc.msg}{where}", started)
+            return _failure(SYNTAX_ERROR, f"{type(exc).__name__}: {exc.msg}{where}")
         except (ValueError, RecursionError, MemoryError) as exc:
-            return _failure(SYNTAX_ERROR, f"the code cannot be parsed: {exc}", started)
+            return _failure(SYNTAX_ERROR, f"the code cannot be parsed: {exc}")
         for pattern in self.banned:
             if pattern in source:
                 return _failure(
                     BANNED_CONSTRUCT,
                     f"the code uses `{pattern}`, which this task forbids (no "
                     f"{', '.join(self.banned)}); use another model",
-                    started,
                 )
         if not may_define_model(source):
             return _failure(NO_MODEL, "NameError: name 'model' is not defined; the body must "
-                            "store the fitted classifier in a variable named `model`", started)
+                            "store the fitted classifier in a variable named `model`")
         return None
 
     # -- sandbox -------------------------------------------------------------------------
@@ -231,8 +294,11 @@ class Grader:
             inputs[f"x_test_{i}"] = self.X[test]
             shapes[f"proba_{i}"] = (len(test), self.n_classes)
         harness = _HARNESS.format(entry=ENTRY, n_splits=len(splits), n_classes=self.n_classes)
-        return run_code(source + harness, ENTRY, inputs, limits=self.limits,
-                        backend=self.sandbox, output_shapes=shapes)
+        if self.slots is None:
+            self.slots = MachineSlots()
+        with self.slots.hold():
+            return run_code(source + harness, ENTRY, inputs, limits=self.limits,
+                            backend=self.sandbox, output_shapes=shapes)
 
     def _score(self, outputs: dict[str, np.ndarray], splits) -> list[float]:
         return [roc_auc(self.y[test], outputs[f"proba_{i}"]) for i, (_, test) in enumerate(splits)]
@@ -248,31 +314,32 @@ class Grader:
             result = self._run(source, self.splits)
         except Exception as exc:  # noqa: BLE001 - a broken sandbox must not crash step()
             return _failure("sandbox_error", f"the sandbox could not run the code: "
-                            f"{type(exc).__name__}: {exc}", started)
+                            f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
         backend = result.backend or None
         if not result.ok:
             category = getattr(result.category, "value", result.category) or "sandbox_error"
-            return _failure(str(category), result.message or str(category), started, backend,
-                            result.stdout_tail)
+            return _failure(str(category), result.message or str(category), result.duration_s,
+                            backend, result.stdout_tail)
         try:
             aucs = self._score(result.outputs, self.splits)
         except (ValueError, KeyError, IndexError) as exc:
             return _failure(OUTPUT_INVALID, f"predict_proba output cannot be scored: {exc}",
-                            started, backend, result.stdout_tail)
+                            result.duration_s, backend, result.stdout_tail)
         grade = Grade(True, float(np.mean(aucs)), split_aucs=aucs, auc_std=float(np.std(aucs)),
-                      backend=backend, stdout_tail=result.stdout_tail)
+                      runtime_s=result.duration_s, backend=backend,
+                      stdout_tail=result.stdout_tail)
         if self.holdout_rows is not None:
-            grade.holdout_auc = self._holdout(source)
-        grade.runtime_s = time.perf_counter() - started
+            grade.holdout_auc, seconds = self._holdout(source)
+            grade.runtime_s += seconds
         return grade
 
-    def _holdout(self, source: str) -> float | None:
+    def _holdout(self, source: str) -> tuple[float | None, float]:
         """Fit on every non-held-out row, score the held-out rows (``None`` if that fails)."""
         split = [(self.dev_rows, self.holdout_rows)]
         try:
             result = self._run(source, split)
             if not result.ok:
-                return None
-            return self._score(result.outputs, split)[0]
+                return None, result.duration_s
+            return self._score(result.outputs, split)[0], result.duration_s
         except Exception:  # noqa: BLE001 - the holdout score is reported, never raised
-            return None
+            return None, 0.0

@@ -1,0 +1,81 @@
+"""`agentbench-poad quickstart` end to end (``--tiny``), and `leaderboard add --run` on its runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from agentbench_poad.leaderboard import load_records, read_record, verify_record
+
+from agentbench_poad.cli import main
+
+pytest.importorskip("torch")
+pytest.importorskip("agentbench_poad.rl.trainer")
+
+ENV = "Overcooked-TomatoSalad-v0"
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+    out = tmp_path_factory.mktemp("quickstart")
+    assert main(["quickstart", "--tiny", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def test_quickstart_writes_a_record_per_row_and_the_report(quickstart, capsys):
+    records = {r["record_id"]: r for r in load_records(quickstart / "records")}
+    agents = {(r["env"]["id"], r["agent"]["name"]) for r in records.values()}
+    for name in ("poad", "ntpo", "twosome", "oracle", "random"):
+        assert (ENV, name) in agents, name
+    assert ("DataSciCoding-iris-v0", "oracle") in agents
+    assert ("DataSciCoding-iris-v0", "random") in agents
+    for r in records.values():
+        if r["agent"]["name"] in ("poad", "ntpo", "twosome"):
+            assert r["training"]["runs"] and r["learning_curve"]["points"]
+            assert r["model"]["base"].endswith("model")
+            assert r["config"]["agent_spec"] == (
+                "agentbench_poad.leaderboard.from_run:load_run_agent")
+    dsc_oracle = next(r for r in records.values()
+                      if r["env"]["id"] == "DataSciCoding-iris-v0" and r["agent"]["name"] == "oracle")
+    assert dsc_oracle["scores"]["metric"] == "final_auc"
+    assert 0.5 < dsc_oracle["scores"]["mean"] <= 1.0
+    html = (quickstart / "report" / "report.html").read_text()
+    md = (quickstart / "report" / "report.md").read_text()
+    for name in ("poad", "ntpo", "twosome"):
+        assert f"| {name} (model) |" in md
+    assert f"curve-{ENV}.svg" in md and "<polyline" in html
+    assert "| iris |" in md
+
+
+def test_quickstart_rerun_reuses_its_work(quickstart, capsys):
+    before = {p.name: p.stat().st_mtime_ns for p in (quickstart / "records").glob("*.json")}
+    assert main(["quickstart", "--tiny", "--out", str(quickstart), "--no-progress"]) == 0
+    after = {p.name: p.stat().st_mtime_ns for p in (quickstart / "records").glob("*.json")}
+    assert before == after
+    assert str(quickstart / "report" / "report.html") in capsys.readouterr().out
+
+
+def test_leaderboard_add_run_makes_a_record_that_verifies(quickstart, tmp_path):
+    run = quickstart / "runs" / "poad"
+    store = tmp_path / "store"
+    assert main(["leaderboard", "--store", str(store), "add", "--run", str(run),
+                 "--episodes", "1", "--env", "VirtualHome-Cheese-v0"]) == 0
+    (record,) = load_records(store)
+    assert record["agent"]["name"] == "poad"
+    assert record["env"]["id"] == "VirtualHome-Cheese-v0"
+    assert record["training"]["env_id"] == ENV  # a generalisation row
+    assert record["record_id"].endswith("trainedon-TomatoSalad")
+    assert record["command"] == (f"agentbench-poad leaderboard add --run {run} --episodes 1 "
+                                 "--env VirtualHome-Cheese-v0")
+    config = json.loads((run / "config.json").read_text())
+    assert record["config"]["training_config"]["seed"] == config["seed"]
+    result = verify_record(read_record(store / f"{record['record_id']}.json"),
+                           episodes_per_seed=1)
+    assert result.reproduced, result.summary()
+
+
+@pytest.mark.slow
+def test_full_quickstart(tmp_path):
+    """The default sizes (the 15-minute budget on 2 cores; see benchmarks/quickstart_budget.py)."""
+    assert main(["quickstart", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert (tmp_path / "report" / "report.html").exists()
