@@ -177,6 +177,13 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [lo + (hi - lo) * i / (n - 1) for i in range(n)]
 
 
+def _tick_label(value: float, lo: float, hi: float) -> str:
+    """Enough decimals that neighbouring ticks of the range ``lo..hi`` read differently."""
+    step = (hi - lo) / 4 or 1.0
+    digits = min(6, max(0, 1 - math.floor(math.log10(abs(step)))))
+    return f"{value:.{digits}f}"
+
+
 def bar_chart_svg(title: str, rows: Sequence[dict[str, Any]], colors: _Colors,
                   x_label: str) -> str:
     """Horizontal bars (mean) with standard-error whiskers; paper rows are hatched outlines."""
@@ -199,7 +206,7 @@ def bar_chart_svg(title: str, rows: Sequence[dict[str, Any]], colors: _Colors,
         out.append(f'<line x1="{x(t):.1f}" y1="28" x2="{x(t):.1f}" y2="{axis_y}" '
                    'stroke="#e5e5e5"/>')
         out.append(f'<text x="{x(t):.1f}" y="{axis_y + 14}" text-anchor="middle" '
-                   f'class="tick">{t:.2f}</text>')
+                   f'class="tick">{_tick_label(t, lo, hi)}</text>')
     out.append(f'<line x1="{x(0):.1f}" y1="28" x2="{x(0):.1f}" y2="{axis_y}" stroke="#333"/>')
     for i, row in enumerate(rows):
         y = 32 + 26 * i
@@ -253,10 +260,10 @@ def curve_chart_svg(title: str, curves: Sequence[dict[str, Any]], colors: _Color
         out.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{width - right}" y2="{py(t):.1f}" '
                    'stroke="#e5e5e5"/>')
         out.append(f'<text x="{left - 6}" y="{py(t) + 4:.1f}" text-anchor="end" class="tick">'
-                   f"{t:.2f}</text>")
+                   f"{_tick_label(t, y_lo, y_hi)}</text>")
     for t in _ticks(x_lo, x_hi):
         out.append(f'<text x="{px(t):.1f}" y="{height - bottom + 16}" text-anchor="middle" '
-                   f'class="tick">{t:.0f}</text>')
+                   f'class="tick">{_tick_label(t, x_lo, x_hi)}</text>')
     out.append(f'<rect x="{left}" y="{top}" width="{width - left - right}" '
                f'height="{height - top - bottom}" fill="none" stroke="#333"/>')
     for i, curve in enumerate(curves):

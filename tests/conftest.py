@@ -10,7 +10,14 @@ from __future__ import annotations
 import os
 import tempfile
 
-import pytest
+# One intra-op thread per xdist worker: with two torch threads per worker on a 2-core machine the
+# tiny-model tests run ~35x slower (oversubscription). Must be set before torch is imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+
+from tests.fixtures_rl import tiny_model_dir  # noqa: E402,F401  (session fixture for RL tests)
 
 _IMAGE_LOCK = os.path.join(tempfile.gettempdir(), "agentbench-poad-sandbox-image.lock")
 

@@ -97,3 +97,15 @@ def test_family_of():
     assert family_of("VirtualHome-Cheese-v0") == "virtualhome"
     assert family_of("DataSciCoding-airlines-v0") == "datascicoding"
     assert family_of("CaseStudy-Microwave-v0") is None
+
+
+def test_shared_machinery_never_asks_which_algorithm_runs():
+    """The trainer and the shared rl/ code call methods; they never compare algorithm names."""
+    import inspect
+    import re
+
+    from agentbench_poad.rl import advantages, buffer, config, ppo, trainer
+
+    pattern = re.compile(r"""(==|!=|\bin\b)\s*\(?\s*["'](poad|ntpo|twosome)["']""", re.I)
+    for module in (advantages, buffer, config, ppo, trainer):
+        assert not pattern.search(inspect.getsource(module)), module.__name__

@@ -170,3 +170,102 @@ def test_solves_the_case_study(agent, tiny_model, tmp_path):
                 out=tmp_path / "run", overrides=overrides, progress=False)
     curve = json.loads((run / "learning_curve.json").read_text())
     assert any(point["eval_success_rate"] == 1.0 for point in curve), curve
+
+
+@pytest.mark.parametrize("agent", ["poad", "ntpo"])
+def test_open_action_env_trains_and_keeps_the_best_code(agent, tiny_model, tmp_path):
+    import json
+
+    run = train(agent, "CaseStudy-OpenText-v0", tiny_model, total_steps=2 * 6, seed=0,
+                out=tmp_path / "run", overrides=small(max_new_tokens=6), progress=False)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all(np.isfinite(r["value_loss"]) for r in records)
+    assert records[0]["episodes"] == 6  # one-step episodes
+    best = json.loads((run / "best_code.json").read_text())
+    assert set(best) >= {"reward", "code", "env_steps"} and isinstance(best["code"], str)
+
+
+def test_twosome_refuses_open_action_envs(tiny_model, tmp_path):
+    with pytest.raises(ValueError, match="POAD or NTPO"):
+        train("twosome", "CaseStudy-OpenText-v0", tiny_model, total_steps=6,
+              out=tmp_path / "run", overrides=small(), progress=False)
+
+
+def test_empty_generated_action_keeps_its_state_value(tiny_model):
+    """An action with no tokens has a value (for GAE) but nothing for the policy loss."""
+    from agentbench_poad.rl.buffer import StepRecord
+    from agentbench_poad.rl.policy import ActionSample
+
+    config = get_algorithm("poad").config_class(**small(num_envs=2, rollout_length=1,
+                                                        num_minibatches=1))
+    policy = build_policy(config, tiny_model, seed=0)
+    algorithm = get_algorithm("poad")(config, policy, seed=0)
+    prompts = ["say something:", "say something else:"]
+    ids = policy.encode_action(prompts[1], "hi")
+    samples = [ActionSample("", -1, [], [], 0.0), ActionSample("hi", -1, ids, [-1.0] * len(ids),
+                                                               -1.0 * len(ids))]
+    features, _ = policy.critic_features(prompts, [s.token_ids for s in samples])
+    buffer = RolloutBuffer(num_envs=2)
+    buffer.add([StepRecord(p, None, s, [0.5] * max(len(s.token_ids), 1),
+                           features[i, : max(len(s.token_ids), 1)], reward=1.0, done=True)
+                for i, (p, s) in enumerate(zip(prompts, samples))])
+    buffer.next_values = np.zeros(2)
+    algorithm.compute_advantages(buffer)
+    batch = algorithm.make_batch(buffer)
+    assert not batch.mask[0].any() and batch.value_mask[0, 0] and batch.value_mask[0].sum() == 1
+    assert batch.returns[0, 0].item() == pytest.approx(1.0)  # r with done: no bootstrap
+    metrics = algorithm.update(buffer, torch.Generator().manual_seed(0))
+    assert np.isfinite(metrics["value_loss"]) and np.isfinite(metrics["policy_loss"])
+
+
+def test_critic_only_mode_leaves_the_policy_alone(tiny_model, tmp_path):
+    """``train_policy=False`` is the case study's critic-only training (§4.7)."""
+    from safetensors.torch import load_file
+
+    run = train("poad", "CaseStudy-Microwave-v0", tiny_model, total_steps=6, seed=0,
+                out=tmp_path / "run", overrides=small(train_policy=False), progress=False)
+    adapter = load_file(str(next((latest_checkpoint(run) / "adapter").glob("*.safetensors"))))
+    assert all(v.abs().sum() == 0 for k, v in adapter.items() if "lora_B" in k)
+    import json
+
+    record = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    assert record["policy_steps"] == 0 and record["value_loss"] > 0
+
+
+@pytest.mark.parametrize("agent", ["poad", "twosome"])
+def test_gradient_accumulation_is_exact_with_the_lm(agent, tiny_model):
+    """Chunked backward passes through the real LM give the un-chunked gradients (to 1e-6)."""
+    from agentbench_poad.rl.ppo import accumulate_policy_gradients, normalize_advantages
+
+    algorithm_class = get_algorithm(agent)
+    config = algorithm_class.config_class(**small(num_envs=3, rollout_length=2))
+    policy = build_policy(config, tiny_model, seed=0)
+    algorithm = algorithm_class(config, policy, seed=0)
+    with torch.no_grad():  # move off the zero-init so every LoRA matrix gets a gradient
+        for param in policy.trainable_parameters():
+            param.add_(0.05 * torch.randn(param.shape, generator=torch.Generator().manual_seed(1)))
+    envs = [gym.make("CaseStudy-Microwave-v0") for _ in range(config.num_envs)]
+    observations, infos = map(list, zip(*(e.reset(seed=i) for i, e in enumerate(envs))))
+    buffer = RolloutBuffer(num_envs=config.num_envs)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(config.rollout_length):
+        records = algorithm.collect(observations, [i["available_actions"] for i in infos],
+                                    generator)
+        for k, record in enumerate(records):
+            obs, reward, terminated, _, info = envs[k].step(record.sample.text)
+            record.reward, record.done = reward, terminated
+            observations[k], infos[k] = obs, info
+        buffer.add(records)
+    buffer.next_values = algorithm.bootstrap_values(observations)
+    algorithm.compute_advantages(buffer)
+    batch = algorithm.make_batch(buffer)
+    advantages = normalize_advantages(batch.advantages, batch.mask)
+    grads = []
+    for chunks in (1, 4):
+        policy.model.zero_grad(set_to_none=True)
+        settings = config.replace(grad_accum_steps=chunks).ppo_settings()
+        accumulate_policy_gradients(batch, advantages, algorithm.evaluate_policy, settings)
+        grads.append([p.grad.clone() for p in policy.trainable_parameters()])
+    assert any(g.abs().sum() > 0 for g in grads[0])
+    for one, many in zip(*grads):
+        torch.testing.assert_close(one, many, atol=1e-6, rtol=1e-5)

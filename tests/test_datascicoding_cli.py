@@ -9,6 +9,7 @@ from agentbench_poad.environments.datascicoding import datasets as ds
 
 from agentbench_poad.cli import main
 from tests.test_datascicoding_datasets import (
+    fake_kaggle,
     fake_openml,
     kaggle_standin,
     offline_openml,
@@ -95,3 +96,17 @@ def test_bundled_datasets_need_no_cache(cache, capsys):
     assert main(["data", "info", "iris"]) == 0
     assert "0: 50 (33.3%)" in capsys.readouterr().out
     assert not cache.exists()
+
+
+def test_fetch_all_fetches_every_network_dataset(cache, monkeypatch, capsys):
+    fake_openml(monkeypatch)
+    calls: list = []
+    fake_kaggle(monkeypatch, calls)
+    assert main(["data", "fetch", "all"]) == 0
+    out = capsys.readouterr().out
+    network = [s.name for s in ds.DATASETS.values() if not s.offline]
+    assert all(f"{name}:" in out for name in network) and "iris" not in out
+    assert sorted(p.stem for p in cache.glob("*.npz")) == sorted(network)
+    assert len(calls) == 4
+    offline_openml(monkeypatch)
+    assert main(["data", "fetch", "all", "--cache-dir", str(cache / "second")]) == 1

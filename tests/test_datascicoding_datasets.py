@@ -468,15 +468,33 @@ def test_offline_without_cache_names_the_fix(cache, monkeypatch):
     assert not any(cache.glob("*.npz")) and not any(cache.glob(".download-*"))
 
 
-def test_kaggle_without_client_or_credentials_names_the_fix(cache, monkeypatch):
-    def no_credentials():
-        raise OSError("Could not find kaggle.json. Make sure it's located in ~/.kaggle")
-
-    monkeypatch.setattr(ds, "_kaggle_api", no_credentials)
+def test_kaggle_without_credentials_names_the_fix(cache, monkeypatch):
+    """The real client: without credentials it prints help and calls exit(1)."""
+    pytest.importorskip("kaggle.api.kaggle_api_extended")
+    monkeypatch.setenv("HOME", str(cache.parent / "home"))
+    monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(cache.parent / "no-kaggle"))
+    for var in ("KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_API_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
     with pytest.raises(ds.DatasetUnavailable) as info:
         ds.load_dataset("kidney-stone")
-    assert "Kaggle is unreachable" in str(info.value) and "kaggle.json" in str(info.value)
-    assert "agentbench-poad data import kidney-stone FILE.csv" in str(info.value)
+    message = str(info.value)
+    assert "dataset 'kidney-stone' is not cached and Kaggle refused access" in message
+    assert "KAGGLE_USERNAME" in message
+    assert "agentbench-poad data import kidney-stone FILE.csv" in message
+
+
+def test_kaggle_offline_names_the_fix(cache, monkeypatch):
+    import requests
+
+    class Offline(FakeKaggleApi):
+        def competition_download_file(self, *args, **kwargs):
+            raise requests.exceptions.ConnectionError("Failed to resolve 'www.kaggle.com'")
+
+    monkeypatch.setattr(ds, "_kaggle_api", Offline)
+    with pytest.raises(ds.DatasetUnavailable) as info:
+        ds.load_dataset("spaceship-titanic")
+    assert str(info.value).startswith(
+        "dataset 'spaceship-titanic' is not cached and Kaggle is unreachable")
 
 
 def test_sklearn_datasets_are_offline_and_uncached(cache):

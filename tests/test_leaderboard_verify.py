@@ -6,13 +6,13 @@ import copy
 
 import gymnasium as gym
 import pytest
-
 from agentbench_poad.baselines.random import RandomAgent
-from agentbench_poad.cli import main
 from agentbench_poad.leaderboard import add_record, evaluate, verify_record
 from agentbench_poad.leaderboard.records import DEFAULT_STORE, iter_record_files, read_record
 from agentbench_poad.leaderboard.schema import RecordError
 from agentbench_poad.leaderboard.verify import sample_indices
+
+from agentbench_poad.cli import main
 from tests.test_leaderboard_toys import CORRIDOR_ID
 
 RANDOM_SPEC = "agentbench_poad.baselines.random:RandomAgent"
@@ -83,7 +83,13 @@ def test_the_board_ships_oracle_and_random_records_for_the_paper_tasks():
         assert f"{env_id}__oracle" in ids and f"{env_id}__random" in ids, env_id
 
 
-@pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
+def _committed_params():
+    # DataSciCoding episodes run code in the sandbox (seconds each): those replays are opt-in
+    return [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem.startswith(
+        "DataSciCoding-") else []) for p in COMMITTED]
+
+
+@pytest.mark.parametrize("path", _committed_params())
 def test_committed_records_reproduce(path):
     record = read_record(path)
     if record["env"]["id"] not in gym.registry:

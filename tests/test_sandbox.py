@@ -420,3 +420,14 @@ def test_cli_status_and_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     script.write_text("def go():\n    raise KeyError('nope')\n")
     assert main(["sandbox", "run", str(script), "go", "--backend", "process"]) == 1
     assert "exception: KeyError: 'nope'" in capsys.readouterr().out
+
+
+def test_cli_build_flags() -> None:
+    from agentbench_poad.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["sandbox", "build"]).mode == "auto"
+    args = parser.parse_args(["sandbox", "build", "--offline", "--mirror", "http://m/debian"])
+    assert (args.mode, args.mirror, args.tag) == ("offline", "http://m/debian", None)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["sandbox", "build", "--offline", "--online"])

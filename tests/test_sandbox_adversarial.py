@@ -87,12 +87,40 @@ def _my_containers() -> list:
         client.close()
 
 
-def assert_clean(backend: Backend, token: str) -> None:
-    """Nothing of the run survives: processes carrying the token, or our containers."""
+def _ticks_since_boot() -> int:
+    with open("/proc/uptime") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def _sandbox_orphans(since: int) -> list[int]:
+    """uid-65534 processes started since ``since`` whose parent is init: escaped their run.
+
+    A live run's processes always have a live parent (unshare, containerd-shim); an orphan is
+    what a leak looks like, whatever the process calls itself.
+    """
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                uid = next(line.split()[1] for line in f if line.startswith("Uid:"))
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, StopIteration):
+            continue
+        if int(uid) == SANDBOX_UID and int(fields[1]) == 1 and int(fields[19]) >= since:
+            found.append(int(pid))
+    return found
+
+
+def assert_clean(backend: Backend, token: str, since: int) -> None:
+    """Nothing of the run survives: processes carrying the token, orphans of uid 65534 started
+    during the run, or containers of this process."""
     deadline = time.monotonic() + 5  # namespace / container teardown is asynchronous
-    while _processes_named(token) and time.monotonic() < deadline:
+    while (_processes_named(token) or _sandbox_orphans(since)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    leftovers = _processes_named(token)
+    leftovers = _processes_named(token) + _sandbox_orphans(since)
     assert leftovers == [], f"sandbox processes outlived their run: {leftovers}"
     if backend.name == "docker":
         assert _my_containers() == [], "a labelled container outlived its run"
@@ -104,8 +132,9 @@ def attack(backend: Backend, source: str, *, limits: Limits = SHORT, output_shap
     token = token or "abp" + uuid.uuid4().hex[:12]
     source = (NAME_SELF + f"name_self({token!r})\n"
               + textwrap.dedent(source).replace("TOKEN", token))
+    since = _ticks_since_boot()
     result = backend.run(source, "f", {}, limits=limits, output_shapes=output_shapes)
-    assert_clean(backend, token)
+    assert_clean(backend, token, since)
     return result
 
 

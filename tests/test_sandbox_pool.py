@@ -74,3 +74,21 @@ def test_pool_falls_back_for_other_limits() -> None:
                           limits=bigger)
         assert result.ok, result
     assert _my_containers() == set()
+
+
+def test_idle_pool_containers_are_replaced() -> None:
+    with get_backend("docker", pool_size=1, limits=POOL_LIMITS, idle_s=6) as pool:
+        assert pool.wait_ready(timeout=120)
+        first = pool._ready.queue[0].container.id
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready = list(pool._ready.queue)
+            if ready and ready[0].container.id != first and first not in _my_containers():
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the idle container was not replaced")
+        result = pool.run("import numpy as np\ndef f():\n    return np.ones(2)\n", "f", {},
+                          limits=POOL_LIMITS)
+        assert result.ok, result
+    assert _my_containers() == set()

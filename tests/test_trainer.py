@@ -47,6 +47,14 @@ def lines(run_dir):
     return out
 
 
+def tensorboard_steps(run_dir, tag):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir / "tb"))
+    events.Reload()
+    return [event.step for event in events.Scalars(tag)]
+
+
 def weights(run_dir):
     ckpt = latest_checkpoint(run_dir)
     from safetensors.torch import load_file
@@ -56,20 +64,33 @@ def weights(run_dir):
     return adapter, agent["critic"], agent["policy_optimizer"]["state"]
 
 
-def test_resume_continues_exactly(tiny_model, tmp_path):
+def test_resume_continues_exactly(tiny_model, tmp_path, monkeypatch):
+    import agentbench_poad.rl.trainer as trainer_module
+
     steps = 4 * 2 * 3  # 4 updates
     full = train("poad", ENV, tiny_model, total_steps=steps, seed=3, out=tmp_path / "full",
                  overrides=SMALL, progress=False)
     part = tmp_path / "part"
-    train("poad", ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
-          progress=False, max_updates=2)  # "killed" after 2 updates ...
-    assert len(lines(part)) == 2
-    with open(part / "metrics.jsonl", "a") as handle:  # ... having logged past its checkpoint
-        handle.write(json.dumps({"update": 3, "env_steps": 18}) + "\n")
+    save = trainer_module._save_checkpoint
+
+    def killed_before_third_checkpoint(run_dir, update, *args, **kwargs):
+        if update == 3:  # update 3 is logged (metrics, TensorBoard) but never checkpointed
+            raise KeyboardInterrupt
+        return save(run_dir, update, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "_save_checkpoint", killed_before_third_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        train("poad", ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
+              progress=False)
+    monkeypatch.undo()
+    assert len(lines(part)) == 3 and latest_checkpoint(part).name == "update_000002"
+    with open(part / "metrics.jsonl", "a") as handle:  # and a line cut short by the kill
+        handle.write('{"update": 4, "env_')
     train("poad", ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
           progress=False, resume=True)
     assert lines(part) == lines(full)
     assert [r["update"] for r in lines(full)] == [1, 2, 3, 4]
+    assert tensorboard_steps(part, "value_loss") == [6, 12, 18, 24]  # no duplicates
     assert json.loads((part / "learning_curve.json").read_text()) == json.loads(
         (full / "learning_curve.json").read_text())
     a_full, c_full, o_full = weights(full)

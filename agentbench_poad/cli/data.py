@@ -39,7 +39,8 @@ def add_parser(subparsers) -> None:
     q.set_defaults(func=run_list)
 
     q = with_cache(add_command(sub, "fetch", "download a dataset from its source into the cache"))
-    q.add_argument("name", help="a name from `agentbench-poad data list`")
+    q.add_argument("name", help="a name from `agentbench-poad data list`, or 'all' (every "
+                                "OpenML and Kaggle dataset)")
     q.set_defaults(func=run_fetch)
 
     q = with_cache(add_command(
@@ -89,12 +90,20 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_fetch(args: argparse.Namespace) -> int:
     from agentbench_poad.environments.datascicoding.datasets import (
+        DATASETS,
         DatasetUnavailable,
         cache_paths,
         fetch_dataset,
         get_spec,
     )
 
+    if args.name == "all":
+        failed = 0
+        for spec in DATASETS.values():
+            if not spec.offline:
+                code = run_fetch(argparse.Namespace(name=spec.name, cache_dir=args.cache_dir))
+                failed += code != 0
+        return 1 if failed else 0
     try:
         spec = get_spec(args.name)
         dataset = fetch_dataset(spec.name, cache_dir=args.cache_dir)

@@ -20,16 +20,22 @@ def add_parser(subparsers) -> None:
         "Build agentbench-poad-sandbox:<version>. Online: a Dockerfile from python:3.11-slim\n"
         "plus pip install. Offline: debootstrap a minimal Debian bookworm with Debian's python3\n"
         "packages and `docker import` it (needs root and debootstrap; about two minutes).")
+    # SUPPRESS keeps the help free of "(default: ...)" noise; the defaults live in set_defaults.
+    b.set_defaults(mode="auto", tag=None, mirror=None)
     mode = b.add_mutually_exclusive_group()
     mode.add_argument("--offline", dest="mode", action="store_const", const="offline",
+                      default=argparse.SUPPRESS,
                       help="debootstrap + docker import (no registry needed)")
     mode.add_argument("--online", dest="mode", action="store_const", const="online",
+                      default=argparse.SUPPRESS,
                       help="Dockerfile from python:3.11-slim (needs a registry)")
     mode.add_argument("--auto", dest="mode", action="store_const", const="auto",
-                      help="online when the registry answers, else offline")
-    b.set_defaults(mode="auto")
-    b.add_argument("--tag", help="image tag (default: agentbench-poad-sandbox:<version>)")
-    b.add_argument("--mirror", help="Debian mirror for --offline (default: deb.debian.org)")
+                      default=argparse.SUPPRESS,
+                      help="online when the registry answers, else offline (the default)")
+    b.add_argument("--tag", default=argparse.SUPPRESS,
+                   help="image tag; agentbench-poad-sandbox:<version> if omitted")
+    b.add_argument("--mirror", default=argparse.SUPPRESS,
+                   help="Debian mirror for --offline; deb.debian.org if omitted")
     b.add_argument("--force", action="store_true", help="rebuild even if the image exists")
     b.set_defaults(func=run_build)
 

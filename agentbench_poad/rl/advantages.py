@@ -24,6 +24,7 @@ dtype and device of ``values``). The arithmetic is float64.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -71,11 +72,31 @@ def reverse_discounted_cumsum(x: np.ndarray, factor: float) -> np.ndarray:
     """
     length = x.shape[-1]
     if factor == 1.0:
-        return np.cumsum(x[..., ::-1], axis=-1)[..., ::-1]
+        return _cumsum_last(x[..., ::-1])[..., ::-1]
     if 0.0 < factor < 1.0 and length * -np.log(factor) < 600.0:
         scale = np.power(float(factor), np.arange(length, dtype=np.float64))
-        return np.cumsum((x * scale)[..., ::-1], axis=-1)[..., ::-1] / scale
+        summed = _cumsum_last((x * scale)[..., ::-1])[..., ::-1]
+        summed /= scale
+        return summed
     return x @ discount_matrix(length, factor).T
+
+
+def _cumsum_last(x: np.ndarray) -> np.ndarray:
+    """Cumulative sum over the last axis (a fresh array).
+
+    NumPy's cumsum over short rows is slow (a strided inner loop per row); torch's CPU kernel is
+    several times faster and gives the same sequential float64 sums, so it is used when torch is
+    already loaded (it never imports torch by itself: that costs seconds).
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return np.cumsum(x, axis=-1)
+    out = np.ascontiguousarray(x, dtype=np.float64)
+    if out is x:
+        out = out.copy()
+    tensor = torch.from_numpy(out)
+    torch.cumsum(tensor, dim=-1, out=tensor)
+    return out
 
 
 def action_level_gae(
@@ -178,13 +199,21 @@ def token_level_gae(
     delta = np.concatenate([v[..., 1:], np.zeros((steps, envs, 1))], axis=-1)
     delta *= intra_gamma
     delta -= v
-    last_one_hot = positions == (lengths - 1)[..., None]
-    # One matrix product gives both reversed discounted sums: of delta, and of the last-token
-    # one-hot, which is (cλ)^{n−j} on real tokens and 0 on pads.
-    stacked = np.concatenate([delta.reshape(-1, width), last_one_hot.reshape(-1, width)], axis=0)
-    summed = reverse_discounted_cumsum(stacked, intra_gamma * lam)
-    inner = summed[: steps * envs].reshape(steps, envs, width)
-    to_last = summed[steps * envs :].reshape(steps, envs, width)
+    factor = intra_gamma * lam
+    if 0.0 < factor <= 1.0 and width * -np.log(factor) < 600.0:
+        # Scaled form: Σ_{k≥j} f^{k−j} x_k = f^{−j} Σ_{k≥j} f^k x_k, and (cλ)^{n−j} is the
+        # outer product f^{n} · f^{−j} (0-based n = last index), both safe from overflow here.
+        scale = np.power(float(factor), np.arange(width, dtype=np.float64))
+        inner = reverse_discounted_cumsum(delta, factor)
+        to_last = np.where(mask, scale[lengths - 1][..., None] / scale, 0.0)
+    else:
+        # Tiny factors: exact products with the discount matrix, one for both sums (the
+        # last-token one-hot's sum is (cλ)^{n−j} on real tokens and 0 on pads).
+        last_one_hot = positions == (lengths - 1)[..., None]
+        stacked = np.concatenate([delta.reshape(-1, width), last_one_hot.reshape(-1, width)])
+        summed = stacked @ discount_matrix(width, factor).T
+        inner = summed[: steps * envs].reshape(steps, envs, width)
+        to_last = summed[steps * envs :].reshape(steps, envs, width)
 
     # Only the first token's advantage crosses step boundaries: a loop over T on (N,) vectors.
     outside = np.zeros((steps, envs))  # e_t

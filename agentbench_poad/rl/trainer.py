@@ -323,6 +323,8 @@ def train(
     from agentbench_poad.rl.buffer import RolloutBuffer
     from agentbench_poad.version import __version__
 
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     run_dir = Path(out)
     algorithm_class = get_algorithm(agent)
     config_class = algorithm_class.config_class
@@ -398,12 +400,14 @@ def train(
     else:
         for slot in slots:
             slot.start(seed)
+        (run_dir / "best_code.json").unlink(missing_ok=True)  # from a run killed before a checkpoint
     _truncate_metrics(run_dir / "metrics.jsonl", start_update)
     _write_json(run_dir / "learning_curve.json", learning_curve)
 
     open_actions = slots[0].info.get("available_actions") is None
     algorithm.check_environment(env_id, open_actions)
-    tensorboard = _TensorBoard(run_dir / "tb", purge_step=env_steps if checkpoint else None)
+    # On resume, drop events logged after the checkpoint (all of them when there was none).
+    tensorboard = _TensorBoard(run_dir / "tb", purge_step=env_steps + 1 if resume else None)
     last_update = num_updates if max_updates is None else min(num_updates,
                                                                start_update + max_updates)
     from tqdm.auto import tqdm
@@ -495,8 +499,13 @@ def _truncate_metrics(path: Path, updates: int) -> None:
     """Keep the metric lines of updates ``<= updates`` (a killed run may have logged more)."""
     if not path.exists():
         return
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line)["update"] <= updates]
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["update"] <= updates:
+                kept.append(line)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a line cut short by the kill
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(line + "\n" for line in kept))
     os.replace(tmp, path)

@@ -4,13 +4,15 @@ It receives one JSON argument and, in order:
 
 1. (namespaces on, i.e. the host runs as root) enters a new mount namespace, makes every mount
    private, hides sensitive directories under empty read-only tmpfs (the host's home, the package
-   source, ``/run``...) while re-binding read-only the directories the interpreter needs, mounts a
-   sized tmpfs at ``/tmp`` and binds the job's ``in`` (read-only) and ``out`` directories into it;
+   source, ``/run``, ``/var/tmp``...) while re-binding read-only the directories the interpreter
+   needs, mounts sized tmpfs at ``/tmp`` and ``/dev/shm`` and binds the job's ``in`` (read-only)
+   and ``out`` directories under ``/tmp/.sbx``;
 2. sets the rlimits (address space, data, CPU, processes, file size, open files, core = 0);
 3. ``exec``\\ s ``unshare --pid --fork --kill-child --net --mount-proc --setgid/--setuid 65534``
    (new PID and network namespaces; the uid drop happens *before* the harness starts, so
-   RLIMIT_NPROC applies) and then the harness. When the harness (PID 1 of its namespace) exits
-   or is killed, the kernel kills every process left in the namespace, daemons included.
+   RLIMIT_NPROC applies), then ``timeout -s KILL`` (PID 1 of the namespace: a backstop should
+   the host die) and the harness. When PID 1 exits or is killed, the kernel kills every process
+   left in the namespace, daemons included.
 
 Without namespaces it only sets the rlimits and execs the command (the weak mode, announced by
 the backend). Exit status 120 with a message on stderr means the launcher itself failed.
@@ -94,8 +96,11 @@ def main(config: dict) -> None:
         out_fd = os.open(config["job_out"], os.O_PATH | os.O_DIRECTORY)
         for path in config["hide"]:
             _hide(path, keep_fds, size="64k", mode="755", readonly=True)
-        for path in ("/dev/shm", "/var/tmp"):
-            _hide(path, keep_fds, size=f"{config['tmpfs_mb']}m", mode="1777", readonly=False)
+        _hide("/var/tmp", keep_fds, size="64k", mode="755", readonly=True)
+        # POSIX semaphores / shared memory (multiprocessing, loky) need a writable /dev/shm;
+        # small, since tmpfs pages are host RAM that no rlimit charges to the sandbox.
+        _hide("/dev/shm", keep_fds, size=f"{min(64, config['tmpfs_mb'])}m", mode="1777",
+              readonly=False)
         _hide("/tmp", keep_fds, size=f"{config['tmpfs_mb']}m", mode="1777", readonly=False)
         os.makedirs("/tmp/.sbx/in", mode=0o755)
         os.makedirs("/tmp/.sbx/out", mode=0o755)

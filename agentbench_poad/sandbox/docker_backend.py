@@ -261,9 +261,11 @@ class DockerBackend(Backend):
         """Wait for the deadline, kill, collect logs and state, validate."""
         import requests
 
-        timed_out = False
+        timed_out, code = False, None
         try:
-            container.wait(timeout=max(0.05, limits.wall_time_s - (time.monotonic() - started)))
+            code = container.wait(
+                timeout=max(0.05, limits.wall_time_s - (time.monotonic() - started))
+            ).get("StatusCode")
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
             timed_out = True
         if timed_out:
@@ -276,15 +278,16 @@ class DockerBackend(Backend):
             except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
                 pass
         duration = time.monotonic() - started
-        container.reload()
-        state = container.attrs.get("State", {})
+        oom_killed = False
+        if timed_out or code != 0:  # a clean exit needs no inspection (one API call saved)
+            container.reload()
+            state = container.attrs.get("State", {})
+            oom_killed, code = bool(state.get("OOMKilled")), state.get("ExitCode")
         stdout = container.logs(stdout=True, stderr=False, tail=5000)
         stderr = container.logs(stdout=False, stderr=True, tail=5000)
-        code = state.get("ExitCode")
         return classify(job, limits=limits, output_shapes=output_shapes, backend=self.name,
                         duration_s=duration, stdout=stdout, stderr=stderr, timed_out=timed_out,
-                        memory_killed=bool(state.get("OOMKilled")),
-                        exit_description=f"exit status {code}")
+                        memory_killed=oom_killed, exit_description=f"exit status {code}")
 
     def _run(self, source: str, entry: str, inputs: Mapping[str, np.ndarray], limits: Limits,
              output_shapes: OutputShapes | None) -> SandboxResult:
@@ -375,6 +378,7 @@ class DockerPool(DockerBackend):
     def _refill(self) -> None:
         while not self._closed.is_set():
             self._empty_trash()
+            self._expire()
             if not self._wanted.acquire(timeout=0.1):
                 continue
             if self._closed.is_set():
@@ -416,6 +420,18 @@ class DockerPool(DockerBackend):
                 return warm
             self._discard(warm)  # its harness stopped waiting
         return None
+
+    def _expire(self) -> None:
+        """Replace ready containers whose harness is about to stop waiting."""
+        for _ in range(self._ready.qsize()):
+            try:
+                warm = self._ready.get_nowait()
+            except queue.Empty:
+                return
+            if time.monotonic() < warm.deadline:
+                self._ready.put(warm)
+            else:
+                self._discard(warm)
 
     def _empty_trash(self) -> None:
         while True:

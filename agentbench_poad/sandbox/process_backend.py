@@ -5,7 +5,8 @@ hides; memory is capped by address space, not by a cgroup), used where no engine
 
 As root, each run goes through :mod:`agentbench_poad.sandbox._launcher`: a private mount namespace
 that hides the host's home, ``/root``, ``/home``, ``/run`` and the package source under empty
-tmpfs, a sized tmpfs at ``/tmp`` (the only writable place, besides the pre-created output files),
+tmpfs, a sized tmpfs at ``/tmp`` and a small one at ``/dev/shm`` (the only writable places,
+besides the pre-created output files),
 new PID and network namespaces (``unshare`` from util-linux), uid/gid 65534 before any user code
 runs, rlimits, a scrubbed environment and a session of its own. At the deadline the host
 SIGKILLs the namespace's PID 1 (which takes every process of the namespace with it) and the
@@ -220,7 +221,8 @@ class ProcessBackend(Backend):
 
     def _rlimits(self, limits: Limits) -> dict[str, tuple[int, int]]:
         memory = limits.memory_mb * 2**20
-        cpu = int(limits.wall_time_s * max(1.0, limits.cpus)) + 2
+        # A backstop only (the wall clock is the limit): generous, since threads add up.
+        cpu = int(2 * limits.wall_time_s * max(1.0, limits.cpus)) + 2
         rlimits = {
             "RLIMIT_AS": (memory, memory),
             "RLIMIT_DATA": (memory, memory),
@@ -320,7 +322,7 @@ class ProcessBackend(Backend):
     def _kill(proc: subprocess.Popen) -> None:
         # PID 1 of the sandbox's PID namespace first: its death kills everything in the
         # namespace, including daemons that left our process group with setsid().
-        for child in []:
+        for child in _children(proc.pid):
             try:
                 os.kill(child, signal.SIGKILL)
             except OSError:

@@ -37,7 +37,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,9 +89,9 @@ class Dataset:
 
     name: str
     description: str
-    X: np.ndarray
-    y: np.ndarray
-    feature_names: tuple[str, ...]
+    X: np.ndarray = field(repr=False)
+    y: np.ndarray = field(repr=False)
+    feature_names: tuple[str, ...] = field(repr=False)
     source: str
 
     @property
@@ -120,7 +120,13 @@ def _kaggle_api() -> Any:
     from kaggle.api.kaggle_api_extended import KaggleApi
 
     api = KaggleApi()
-    api.authenticate()
+    try:
+        api.authenticate()
+    except SystemExit as exc:  # the client prints help and calls exit(1) without credentials
+        raise PermissionError(
+            "no Kaggle credentials (put kaggle.json in ~/.kaggle/, or set KAGGLE_USERNAME and "
+            "KAGGLE_KEY, or KAGGLE_API_TOKEN)"
+        ) from exc
     return api
 
 
@@ -598,6 +604,11 @@ def fetch_dataset(name: str, *, cache_dir: Path | str | None = None) -> Dataset:
     except ImportError as exc:
         reason = (f"the {spec.source.label} client cannot be imported ({exc}; "
                   f"`pip install agentbench-poad` installs it)")
+        raise DatasetUnavailable(
+            f"could not fetch dataset {spec.name!r}: {reason}; {_fix_command(spec)}", reason
+        ) from exc
+    except PermissionError as exc:
+        reason = f"{spec.source.label} refused access ({exc})"
         raise DatasetUnavailable(
             f"could not fetch dataset {spec.name!r}: {reason}; {_fix_command(spec)}", reason
         ) from exc

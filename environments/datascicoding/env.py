@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbench_poad.environments.datascicoding.datasets import Dataset, get_spec, load_dataset
 from agentbench_poad.environments.datascicoding.grader import Grade, Grader
@@ -22,6 +22,9 @@ from agentbench_poad.core import (
     text_space,
     to_text,
 )
+
+if TYPE_CHECKING:
+    from agentbench_poad.sandbox import Backend, Limits
 
 #: The reference's banned substrings (grid search and SVMs were too slow for its timeout).
 DEFAULT_BANNED: tuple[str, ...] = ("GridSearchCV(", "SVC(")
@@ -121,8 +124,8 @@ class DataSciCodingEnv(TextEnv):
         self,
         dataset: str | Dataset = "iris",
         *,
-        sandbox: Any = "auto",
-        limits: Any = None,
+        sandbox: str | Backend = "auto",
+        limits: Limits | None = None,
         banned: tuple[str, ...] | list[str] = DEFAULT_BANNED,
         protocol: str = "paper",
         holdout_fraction: float = 0.2,
@@ -216,7 +219,7 @@ class DataSciCodingEnv(TextEnv):
         return None
 
 
-def _default_limits():
+def _default_limits() -> Limits:
     from agentbench_poad.sandbox import Limits
 
     return Limits(wall_time_s=DEFAULT_WALL_TIME_S)

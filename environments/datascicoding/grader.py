@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from agentbench_poad.environments.datascicoding.prompts import (
@@ -40,6 +40,9 @@ from agentbench_poad.environments.datascicoding.prompts import (
     may_define_model,
     module_source,
 )
+
+if TYPE_CHECKING:
+    from agentbench_poad.sandbox import Backend, Limits, SandboxResult
 
 #: The entry the grader appends to the agent's module (run inside the sandbox only).
 ENTRY = "_agentbench_evaluate"
@@ -220,8 +223,8 @@ class Grader:
         y: np.ndarray,
         n_classes: int,
         *,
-        sandbox: Any = "auto",
-        limits: Any = None,
+        sandbox: str | Backend = "auto",
+        limits: Limits | None = None,
         banned: tuple[str, ...] = (),
         protocol: str = "paper",
         holdout_fraction: float = 0.2,
@@ -247,10 +250,15 @@ class Grader:
         if protocol == "holdout":
             from sklearn.model_selection import train_test_split
 
-            rows, self.holdout_rows = train_test_split(
-                rows, test_size=holdout_fraction, random_state=holdout_seed, shuffle=True,
-                stratify=self.y,
-            )
+            try:
+                rows, self.holdout_rows = train_test_split(
+                    rows, test_size=holdout_fraction, random_state=holdout_seed, shuffle=True,
+                    stratify=self.y,
+                )
+            except ValueError:  # a class too rare to stratify: a plain seeded split
+                rows, self.holdout_rows = train_test_split(
+                    rows, test_size=holdout_fraction, random_state=holdout_seed, shuffle=True,
+                )
         self.dev_rows = np.asarray(rows)
         self.splits = [
             (self.dev_rows[tr], self.dev_rows[te])
@@ -283,7 +291,7 @@ class Grader:
         return None
 
     # -- sandbox -------------------------------------------------------------------------
-    def _run(self, source: str, splits: list[tuple[np.ndarray, np.ndarray]]):
+    def _run(self, source: str, splits: list[tuple[np.ndarray, np.ndarray]]) -> SandboxResult:
         from agentbench_poad.sandbox import run_code
 
         inputs: dict[str, np.ndarray] = {}
