@@ -36,14 +36,48 @@ class _AfterGymnasiumImport:
 
 
 def _register() -> None:
+    """Register now; if a half-imported module of ours is in the way, retry on first lookup.
+
+    When the import of gymnasium was itself triggered from inside one of our modules (say
+    ``datasets.py`` importing ``agentbench_poad.core``), registering at once would re-enter that
+    half-initialised module. Then ``gymnasium.envs.registration._find_spec`` (used by ``make``,
+    ``make_vec`` and ``spec``) is wrapped to register first, once.
+    """
     try:
         from agentbench_poad.environments import register_envs
 
         register_envs()
+    except ImportError:
+        _register_on_first_lookup()
     except Exception as exc:  # never break `import gymnasium`
-        import warnings
+        _warn(exc)
 
-        warnings.warn(f"agentbench-poad could not register its environments: {exc!r}", stacklevel=2)
+
+def _register_on_first_lookup() -> None:
+    from gymnasium.envs import registration
+
+    find_spec = registration._find_spec
+    if getattr(find_spec, "_agentbench_poad", False):
+        return
+
+    def find_spec_after_registering(env_id):  # noqa: ANN001, ANN202
+        registration._find_spec = find_spec
+        try:
+            from agentbench_poad.environments import register_envs
+
+            register_envs()
+        except Exception as exc:
+            _warn(exc)
+        return find_spec(env_id)
+
+    find_spec_after_registering._agentbench_poad = True
+    registration._find_spec = find_spec_after_registering
+
+
+def _warn(exc: BaseException) -> None:
+    import warnings
+
+    warnings.warn(f"agentbench-poad could not register its environments: {exc!r}", stacklevel=3)
 
 
 def install() -> None:

@@ -42,3 +42,25 @@ def test_gym_make_needs_no_other_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize(
+    "first_import",
+    [
+        "agentbench_poad.environments.datascicoding.datasets",
+        "agentbench_poad.environments.overcooked.env",
+        "agentbench_poad.core",
+    ],
+)
+def test_registration_survives_any_import_order(first_import):
+    """Importing one of our modules before gymnasium must not break (or warn about) registration."""
+    code = (
+        f"import {first_import}\n"
+        "import gymnasium as gym\n"
+        "print(gym.make('VirtualHome-Cheese-v0').spec.id)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "VirtualHome-Cheese-v0"

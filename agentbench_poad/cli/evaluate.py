@@ -22,7 +22,9 @@ def add_parser(subparsers) -> None:
         "evaluate",
         "evaluate an agent (e.g. a trained run) on an environment",
         "Run greedy episodes of an agent and print its mean return and success rate.\n"
-        "--run DIR: the policy of a training run (its newest checkpoint) on the run's env.",
+        "--run DIR: the policy of a training run (its newest checkpoint) on the run's env.\n"
+        "--agent MODULE:FACTORY: your agent under the leaderboard protocol, written as a run\n"
+        "record (options below; docs/leaderboard.md says how to submit it).",
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="a run directory written by `agentbench-poad train`")

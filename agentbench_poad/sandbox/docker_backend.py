@@ -345,6 +345,8 @@ class DockerPool(DockerBackend):
                  idle_s: float = 300.0, runtime: str | None = None):
         if pool_size < 1:
             raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+        if idle_s < 2:
+            raise ValueError(f"idle_s must be at least 2 seconds, got {idle_s}")
         super().__init__(image, runtime=runtime)
         self.pool_size = pool_size
         self.pool_limits = limits or Limits()
@@ -373,7 +375,8 @@ class DockerPool(DockerBackend):
             _remove(container)
             job.cleanup()
             raise
-        return _Warm(container, job, time.monotonic() + self.idle_s - 5)
+        # Retire it a little before its harness gives up waiting for GO.
+        return _Warm(container, job, time.monotonic() + self.idle_s - min(5.0, self.idle_s / 2))
 
     def _refill(self) -> None:
         while not self._closed.is_set():
