@@ -155,8 +155,9 @@ def record_from_runs(
         episodes: evaluation episodes per run.
         env_id: evaluate on this id instead of the training env (generalisation rows).
         greedy: act greedily (the paper's VirtualHome protocol samples: pass ``False``).
-        action_timeout, agent_name, command, progress, out_dir, env_kwargs: as in
-            ``evaluate``.
+        action_timeout, agent_name, command, progress, out_dir: as in ``evaluate``.
+        env_kwargs: ``gym.make`` arguments (default: the runs' own when evaluating on their
+            training env, else none).
         config: extra configuration stored in the record.
     """
     from agentbench_poad.leaderboard.protocol import evaluate
@@ -182,6 +183,8 @@ def record_from_runs(
     eval_env = env_id or train_env
     if not eval_env:
         raise RecordError(f"{run_dirs[0]}/config.json names no env_id; pass env_id")
+    if env_kwargs is None and eval_env == train_env:
+        env_kwargs = dict(first.get("env_kwargs") or {})  # the env the runs trained on
     agent = str(agent_name or first.get("agent") or "agent")
     model = first.get("model")
     base_model = model if isinstance(model, str) else (model or {}).get("name") if isinstance(

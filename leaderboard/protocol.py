@@ -23,7 +23,7 @@ its factory for the next episode (an agent *instance* passed directly is reused 
 subprocess-backed agent if your agent can hang forever holding resources.
 
 Resume: with ``out_dir``, finished episodes are appended to ``<record_id>.partial.jsonl`` next to
-the output; re-running the same evaluation skips them, and the partial file is removed once the
+the output (``<name>.partial.jsonl`` when ``out_dir`` names a ``.json`` file); re-running the same evaluation skips them, and the partial file is removed once the
 record is written.
 """
 
@@ -339,7 +339,8 @@ def evaluate(
         agent_kwargs: keyword arguments for the factory (recorded in the config).
         agent_name: the board's name for the agent (default: its ``name`` attribute or class).
         action_timeout: per-``act`` deadline in seconds (``None``: no thread, no deadline).
-        out_dir: write each record there as ``<record_id>.json`` and checkpoint finished episodes
+        out_dir: write each record there as ``<record_id>.json`` (or, for one env id, to this
+            ``.json`` file) and checkpoint finished episodes
             to ``<record_id>.partial.jsonl`` so that an interrupted run resumes.
         env_kwargs: passed to ``gym.make``.
         base_model, adapter, greedy: provenance of LLM agents.
@@ -356,6 +357,9 @@ def evaluate(
 
     if isinstance(env_ids, str):
         env_ids = [env_ids]
+    if out_dir is not None and Path(out_dir).suffix == ".json" and len(env_ids) > 1:
+        raise ValueError(f"out_dir {out_dir} names one file but {len(env_ids)} env ids were "
+                         "given; pass a folder")
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("evaluate() needs at least one seed")
@@ -384,6 +388,14 @@ def evaluate(
     return records
 
 
+def output_path(out: Path | str | None, record_id: str) -> Path | None:
+    """Where a record goes: ``out`` itself if it names a ``.json`` file, else ``out/<id>.json``."""
+    if out is None:
+        return None
+    out = Path(out)
+    return out if out.suffix == ".json" else out / f"{record_id}.json"
+
+
 def _evaluate_env(env_id, factory, factory_obj, rebuildable, seeds, episodes, *, spec,
                   agent_kwargs, agent_name, action_timeout, out_dir, env_kwargs, base_model,
                   adapter, greedy, learning_curve, training, config, command, record_suffix,
@@ -399,7 +411,8 @@ def _evaluate_env(env_id, factory, factory_obj, rebuildable, seeds, episodes, *,
             "agent_kwargs": agent_kwargs, "seeds": seeds, "episodes": episodes,
             "timeout": action_timeout,
         })
-        partial = _Partial(Path(out_dir) / f"{record_id}.partial.jsonl" if out_dir else None,
+        record_path = output_path(out_dir, record_id)
+        partial = _Partial(record_path.with_suffix(".partial.jsonl") if record_path else None,
                            fingerprint)
         per_seed, open_action = [], False
         for seed in seeds:
@@ -457,8 +470,8 @@ def _evaluate_env(env_id, factory, factory_obj, rebuildable, seeds, episodes, *,
         },
         command=command or "agentbench_poad.leaderboard.evaluate(...)",
     )
-    if out_dir is not None:
-        write_record(Path(out_dir) / f"{record_id}.json", record)
+    if record_path is not None:
+        write_record(record_path, record)
         partial.remove()
     else:
         from agentbench_poad.leaderboard.schema import validate_record

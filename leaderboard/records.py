@@ -105,16 +105,6 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def command_line(argv: Sequence[str] | None = None) -> str:
-    """The command that made a record, as a shell-quoted line."""
-    import shlex
-
-    if argv is None:
-        argv = ["agentbench-poad", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith(
-            "agentbench-poad") else sys.argv
-    return " ".join(shlex.quote(str(a)) for a in argv)
-
-
 # -- ids ---------------------------------------------------------------------------------------
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
@@ -153,9 +143,7 @@ def write_json_atomic(path: Path, data: Any) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         # mkstemp creates 0600; a record is meant to be shared (committed, served)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

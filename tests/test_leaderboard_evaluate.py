@@ -166,12 +166,12 @@ def test_two_commands_evaluate_a_users_agent_and_put_it_on_the_board(tmp_path, c
             def act(self, observation, available_actions):
                 return "right"
     """))
-    out, store = tmp_path / "eval", tmp_path / "store"
+    record_file, store = tmp_path / "my_record.json", tmp_path / "store"
     assert main(["evaluate", "--agent", f"{agent_file}:AlwaysRight", "--env", CORRIDOR_ID,
-                 "--seeds", "0", "1", "--episodes", "3", "--out", str(out),
+                 "--seeds", "0", "1", "--episodes", "3", "--out", str(record_file),
                  "--no-progress"]) == 0
-    assert "always-right score" in capsys.readouterr().out
-    record_file = out / f"{CORRIDOR_ID}__always-right.json"
+    assert f"record: {record_file}" in capsys.readouterr().out
+    assert not record_file.with_suffix(".partial.jsonl").exists()
     assert main(["leaderboard", "--store", str(store), "add", str(record_file)]) == 0
     (record,) = load_records(store)
     assert record["agent"]["name"] == "always-right" and record["agent"]["version"] == "1.2"

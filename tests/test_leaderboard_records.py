@@ -59,6 +59,7 @@ def test_write_then_read_round_trips(tmp_path, record):
     path = write_record(tmp_path / "r.json", record)
     assert read_record(path) == record
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert path.stat().st_mode & 0o777 == 0o644  # readable by all, like a committed file
 
 
 def test_write_refuses_an_invalid_record_and_leaves_no_file(tmp_path, record):

@@ -79,3 +79,33 @@ def test_full_quickstart(tmp_path):
     """The default sizes (the 15-minute budget on 2 cores; see benchmarks/quickstart_budget.py)."""
     assert main(["quickstart", "--out", str(tmp_path), "--no-progress"]) == 0
     assert (tmp_path / "report" / "report.html").exists()
+
+
+def test_runs_of_two_training_seeds_make_one_record_with_a_spread(quickstart, tmp_path):
+    import shutil
+
+    first = quickstart / "runs" / "twosome"
+    second = tmp_path / "twosome-seed1"
+    shutil.copytree(first, second)  # stands in for a second training seed of the same setup
+    config = json.loads((second / "config.json").read_text())
+    config["seed"] = 1
+    (second / "config.json").write_text(json.dumps(config))
+    store = tmp_path / "store"
+    assert main(["leaderboard", "--store", str(store), "add", "--run", str(first), "--run",
+                 str(second), "--episodes", "1"]) == 0
+    (record,) = load_records(store)
+    assert [s["seed"] for s in record["scores"]["per_seed"]] == [0, 1]
+    assert record["learning_curve"]["points"][-1]["n"] == 2
+    assert len(record["training"]["runs"]) == 2
+    assert record["config"]["env_kwargs"] == config["env_kwargs"]  # evaluated as trained
+
+
+def test_more_steps_continue_training_and_refresh_the_trained_rows(tmp_path):
+    out = tmp_path / "qs"
+    common = ["quickstart", "--tiny", "--out", str(out), "--no-progress", "--agents", "poad",
+              "--dataset-env", "none"]
+    assert main(common) == 0
+    assert main([*common, "--steps", "4"]) == 0
+    poad = next(r for r in load_records(out / "records") if r["agent"]["name"] == "poad")
+    assert poad["training"]["total_steps"] == 4
+    assert [p["step"] for p in poad["learning_curve"]["points"]] == [2, 4]  # resumed, not redone

@@ -79,6 +79,8 @@ def test_pad_values_are_ignored():
     rng = np.random.default_rng(4)
     rewards, values, mask, dones, next_value = random_rollout(rng)
     noisy = np.where(mask, values, rng.normal(size=values.shape) * 100)
+    noisy[tuple(np.argwhere(~mask)[::3].T)] = np.nan  # even NaN at pads must not leak
+    assert np.isnan(noisy).any()
     a = token_level_gae(rewards, values, mask, dones, next_value, gamma=0.9, lam=0.95,
                         intra_gamma=1.0)[0]
     b = token_level_gae(rewards, noisy, mask, dones, next_value, gamma=0.9, lam=0.95,
@@ -296,3 +298,16 @@ def test_reverse_discounted_cumsum_paths_agree(factor):
     expected = x @ discount_matrix(40, factor).T
     np.testing.assert_allclose(reverse_discounted_cumsum(x, factor), expected, rtol=1e-9,
                                atol=1e-12)
+
+
+def test_numpy_only_path_gives_the_same_numbers(monkeypatch):
+    """Without torch loaded the cumulative sums are NumPy's; the results are identical."""
+    import sys
+
+    rng = np.random.default_rng(11)
+    rewards, values, mask, dones, next_value = random_rollout(rng)
+    kwargs = dict(gamma=0.9, lam=0.95, intra_gamma=0.9)
+    with_torch = token_level_gae(rewards, values, mask, dones, next_value, **kwargs)[0]
+    monkeypatch.setitem(sys.modules, "torch", None)
+    numpy_only = token_level_gae(rewards, values, mask, dones, next_value, **kwargs)[0]
+    np.testing.assert_allclose(numpy_only, with_torch, rtol=0, atol=1e-12)

@@ -94,7 +94,8 @@ def _add_agent_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float, default=60.0,
                    help="per-action deadline in seconds (0: none)")
     g.add_argument("--out", default="agentbench-runs/eval",
-                   help="folder for the record and the resumable partial file")
+                   help="the record file (NAME.json) or a folder for <record_id>.json; the "
+                        "resumable partial file goes next to it")
     g.add_argument("--add", action="store_true", help="also add the record to the board")
     g.add_argument("--store", help="with --add: records folder (default: the package's)")
     g.add_argument("--replace", action="store_true", help="with --add: replace a same-id record")
@@ -142,7 +143,7 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
     """A user's agent (``--agent module:Factory``) under the leaderboard protocol."""
     import gymnasium as gym
 
-    from agentbench_poad.leaderboard.protocol import evaluate, load_factory
+    from agentbench_poad.leaderboard.protocol import evaluate, load_factory, output_path
     from agentbench_poad.leaderboard.records import RecordError, add_record
 
     if not args.env_id:
@@ -166,7 +167,7 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
     print(f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
           f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
           f"{args.episodes} episodes, {failed} failed)")
-    print(f"record: {args.out}/{record['record_id']}.json")
+    print(f"record: {output_path(args.out, record['record_id'])}")
     if args.add:
         try:
             path = add_record(record, args.store, replace=args.replace)

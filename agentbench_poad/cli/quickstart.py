@@ -71,8 +71,8 @@ def add_parser(subparsers) -> None:
         "bundled dataset, and the report. Prints where the report is.",
     )
     p.add_argument("--out", default="agentbench-runs/quickstart", help="output folder")
-    p.add_argument("--steps", type=int, help="training env steps per agent (default 64)")
-    p.add_argument("--episodes", type=int, help="evaluation episodes per trained agent")
+    p.add_argument("--steps", type=int, help="training env steps per agent [64; --tiny: 2]")
+    p.add_argument("--episodes", type=int, help="evaluation episodes per trained agent [5; --tiny: 1]")
     p.add_argument("--tiny", action="store_true",
                    help="smoke-test sizes (a couple of steps, 1 episode, 3-step episodes)")
     p.add_argument("--env", default=DEFAULT_ENV, help="Overcooked (or any restricted) env id")
@@ -169,11 +169,21 @@ def run_quickstart(args: argparse.Namespace) -> int:
 def _record_trained(run_dir: Path, agent: str, plan: QuickstartPlan, store: Path,
                     progress: bool) -> None:
     from agentbench_poad.leaderboard.from_run import read_run_config, record_from_runs
-    from agentbench_poad.leaderboard.records import add_record, make_record_id
+    from agentbench_poad.leaderboard.records import (
+        RecordError,
+        add_record,
+        make_record_id,
+        read_record,
+    )
 
     config = read_run_config(run_dir)
-    if (store / f"{make_record_id(plan.env_id, agent, str(config.get('model')))}.json").exists():
-        return
+    existing = store / f"{make_record_id(plan.env_id, agent, str(config.get('model')))}.json"
+    if existing.exists():
+        try:
+            if read_record(existing)["training"]["total_steps"] == config.get("total_steps"):
+                return  # already evaluated at this training length
+        except (RecordError, TypeError, KeyError):
+            pass  # unreadable: evaluate again
     record = record_from_runs([run_dir], episodes=plan.eval_episodes, greedy=True,
                               agent_name=agent, env_kwargs=dict(plan.env_kwargs),
                               config={"quickstart": True},

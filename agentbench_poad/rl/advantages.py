@@ -15,9 +15,10 @@ action has tokens ``w^1..w^n`` (``n`` may differ per step and env) and the token
 ``m_{t+1} = 1 − dones[t]``: ``dones[t]`` says the episode ended with step ``t`` (the env
 auto-reset), so nothing is bootstrapped across it. Returns are ``R = A + V``.
 
-The implementation loops over ``T`` only, on ``(N,)`` vectors. Inside an action the token
-recursion is a reversed discounted cumulative sum, computed for all steps, envs and tokens at once
-(:func:`reverse_discounted_cumsum`).
+The implementation loops over ``T`` only, on ``(N,)`` vectors: only the first token's advantage
+crosses step boundaries. Inside an action the token recursion is a reversed discounted cumulative
+sum (scaled by powers of ``cλ`` so that it is a plain cumulative sum), computed for all steps, envs
+and tokens at once; torch's cumsum kernel is used when torch is loaded (same numbers, faster).
 Inputs may be NumPy arrays or torch tensors; the result has the same kind (and, for torch, the
 dtype and device of ``values``). The arithmetic is float64.
 """
@@ -82,7 +83,12 @@ def reverse_discounted_cumsum(x: np.ndarray, factor: float) -> np.ndarray:
 
 
 def _cumsum_last(x: np.ndarray) -> np.ndarray:
-    """Cumulative sum over the last axis (a fresh array).
+    """Cumulative sum over the last axis, as a fresh array."""
+    return _cumsum_last_inplace(np.array(x, dtype=np.float64, order="C"))
+
+
+def _cumsum_last_inplace(x: np.ndarray) -> np.ndarray:
+    """Cumulative sum over the last axis of a C-contiguous float64 array, in place.
 
     NumPy's cumsum over short rows is slow (a strided inner loop per row); torch's CPU kernel is
     several times faster and gives the same sequential float64 sums, so it is used when torch is
@@ -90,13 +96,10 @@ def _cumsum_last(x: np.ndarray) -> np.ndarray:
     """
     torch = sys.modules.get("torch")
     if torch is None:
-        return np.cumsum(x, axis=-1)
-    out = np.ascontiguousarray(x, dtype=np.float64)
-    if out is x:
-        out = out.copy()
-    tensor = torch.from_numpy(out)
+        return np.cumsum(x, axis=-1, out=x)
+    tensor = torch.from_numpy(x)
     torch.cumsum(tensor, dim=-1, out=tensor)
-    return out
+    return x
 
 
 def action_level_gae(
@@ -194,36 +197,60 @@ def token_level_gae(
     # With V zeroed at pads, delta_j = c·V^{j+1} − V^j is the TD error of an inner token, −V^n on
     # the last token (its successor is a pad) and 0 on pads. Writing
     # e_t = r_t + γ m_{t+1} (V_{t+1}^1 + λ A_{t+1}^1) for what enters from outside the action,
-    # every token's advantage is A_t^j = Σ_{k≥j} (cλ)^{k−j} delta_k + (cλ)^{n−j} e_t.
-    v = np.where(mask, v, 0.0)
-    delta = np.concatenate([v[..., 1:], np.zeros((steps, envs, 1))], axis=-1)
-    delta *= intra_gamma
-    delta -= v
+    # every token's advantage is A_t^j = Σ_{k≥j} f^{k−j} delta_k + f^{n−j} e_t with f = cλ.
+    # Large fresh arrays are a good part of this function's cost, so it allocates three: the
+    # zero-padded values (which become the returns), the reversed TD errors, the advantages.
+    v = np.where(mask, v, 0.0)  # whatever the pads held (even NaN) is gone
     factor = intra_gamma * lam
+    last = lengths - 1  # 0-based index of each action's last token, (T, N)
+    outside = np.zeros((steps, envs))  # e_t
+
     if 0.0 < factor <= 1.0 and width * -np.log(factor) < 600.0:
-        # Scaled form: Σ_{k≥j} f^{k−j} x_k = f^{−j} Σ_{k≥j} f^k x_k, and (cλ)^{n−j} is the
-        # outer product f^{n} · f^{−j} (0-based n = last index), both safe from overflow here.
+        # Scaled form: f^j A^j = Σ_{k≥j} f^k delta_k + f^n e_t. The first token's advantage
+        # (the only quantity that crosses step boundaries) needs row totals only; e_t is then
+        # added at each action's last token and one reversed cumulative sum gives every token.
+        # Work on the reversed token axis (index L−1−j) so the cumulative sum runs forwards.
+        v_rev = v[..., ::-1]
+        scaled = np.empty_like(v)
+        np.multiply(v_rev[..., :-1], intra_gamma, out=scaled[..., 1:])  # c·V^{j+1}
+        scaled[..., 1:] -= v_rev[..., 1:]  # − V^j
+        np.negative(v_rev[..., 0], out=scaled[..., 0])
         scale = np.power(float(factor), np.arange(width, dtype=np.float64))
-        inner = reverse_discounted_cumsum(delta, factor)
-        to_last = np.where(mask, scale[lengths - 1][..., None] / scale, 0.0)
+        scaled *= scale[::-1]
+        row_total = scaled.sum(axis=-1)  # f^0 A^0 without e_t, (T, N)
+        last_weight = scale[last]  # f^n, (T, N)
+        next_first_value = nv  # V_{t+1}^1
+        next_first_advantage = np.zeros_like(nv)  # A_{t+1}^1 (0 beyond the rollout)
+        for t in reversed(range(steps)):
+            keep = 1.0 - d[t]
+            outside[t] = r[t] + gamma * keep * (next_first_value + lam * next_first_advantage)
+            next_first_value = v[t, :, 0]
+            next_first_advantage = row_total[t] + last_weight[t] * outside[t]
+        at_last = (width - 1 - last)[..., None]  # the last token's index on the reversed axis
+        np.put_along_axis(
+            scaled, at_last,
+            np.take_along_axis(scaled, at_last, axis=-1) + (last_weight * outside)[..., None],
+            axis=-1,
+        )
+        _cumsum_last_inplace(scaled)  # pads stay 0: nothing is added after an action's end
+        advantages = np.divide(scaled[..., ::-1], scale)
     else:
-        # Tiny factors: exact products with the discount matrix, one for both sums (the
-        # last-token one-hot's sum is (cλ)^{n−j} on real tokens and 0 on pads).
-        last_one_hot = positions == (lengths - 1)[..., None]
+        # Tiny factors (f^L would underflow): exact products with the discount matrix.
+        delta = np.concatenate([intra_gamma * v[..., 1:], np.zeros((steps, envs, 1))], axis=-1)
+        delta -= v
+        last_one_hot = positions == last[..., None]
         stacked = np.concatenate([delta.reshape(-1, width), last_one_hot.reshape(-1, width)])
         summed = stacked @ discount_matrix(width, factor).T
         inner = summed[: steps * envs].reshape(steps, envs, width)
-        to_last = summed[steps * envs :].reshape(steps, envs, width)
-
-    # Only the first token's advantage crosses step boundaries: a loop over T on (N,) vectors.
-    outside = np.zeros((steps, envs))  # e_t
-    next_first_value = nv  # V_{t+1}^1
-    next_first_advantage = np.zeros_like(nv)  # A_{t+1}^1 (0 beyond the rollout)
-    for t in reversed(range(steps)):
-        keep = 1.0 - d[t]
-        outside[t] = r[t] + gamma * keep * (next_first_value + lam * next_first_advantage)
-        next_first_value = v[t, :, 0]
-        next_first_advantage = inner[t, :, 0] + to_last[t, :, 0] * outside[t]
-    advantages = inner + to_last * outside[..., None]  # 0 at pads: both terms are
-    returns = advantages + v
+        to_last = summed[steps * envs :].reshape(steps, envs, width)  # f^{n−j}, 0 at pads
+        next_first_value = nv
+        next_first_advantage = np.zeros_like(nv)
+        for t in reversed(range(steps)):
+            keep = 1.0 - d[t]
+            outside[t] = r[t] + gamma * keep * (next_first_value + lam * next_first_advantage)
+            next_first_value = v[t, :, 0]
+            next_first_advantage = inner[t, :, 0] + to_last[t, :, 0] * outside[t]
+        advantages = inner + to_last * outside[..., None]
+    returns = v  # the zero-padded copy, reused
+    returns += advantages
     return _like(advantages, values), _like(returns, values)

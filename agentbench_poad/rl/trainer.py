@@ -348,11 +348,18 @@ def train(
         "package_version": __version__,
     }
 
+    num_updates = total_steps // config.batch_size
+    if num_updates < 1:
+        raise ValueError(
+            f"total_steps={total_steps} is less than one update of num_envs*rollout_length="
+            f"{config.batch_size} steps; raise total_steps or lower num_envs/rollout_length"
+        )
+
     checkpoint = None
     if resume and (run_dir / "config.json").exists():
         previous = load_run_config(run_dir)
         for key in ("agent", "env_id", "env_kwargs", "model", "seed", "algorithm"):
-            if previous.get(key) != spec[key]:
+            if _identity(previous.get(key)) != _identity(spec[key]):
                 raise ValueError(
                     f"cannot resume {run_dir}: its {key} is {previous.get(key)!r}, this call "
                     f"asks for {spec[key]!r}; pass the same arguments or a new --out"
@@ -366,13 +373,6 @@ def train(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "checkpoints").mkdir(exist_ok=True)
     _write_json(run_dir / "config.json", spec)
-
-    num_updates = total_steps // config.batch_size
-    if num_updates < 1:
-        raise ValueError(
-            f"total_steps={total_steps} is less than one update of num_envs*rollout_length="
-            f"{config.batch_size} steps; raise total_steps or lower num_envs/rollout_length"
-        )
 
     policy = build_policy(config, model, seed=seed)
     algorithm = algorithm_class(config, policy, seed=_derived_seed(seed, _CRITIC))
@@ -404,8 +404,12 @@ def train(
     _truncate_metrics(run_dir / "metrics.jsonl", start_update)
     _write_json(run_dir / "learning_curve.json", learning_curve)
 
-    open_actions = slots[0].info.get("available_actions") is None
-    algorithm.check_environment(env_id, open_actions)
+    try:
+        algorithm.check_environment(env_id, slots[0].info.get("available_actions") is None)
+    except ValueError:
+        for slot in slots:
+            slot.env.close()
+        raise
     # On resume, drop events logged after the checkpoint (all of them when there was none).
     tensorboard = _TensorBoard(run_dir / "tb", purge_step=env_steps + 1 if resume else None)
     last_update = num_updates if max_updates is None else min(num_updates,
@@ -493,6 +497,13 @@ def train(
         for slot in slots:
             slot.env.close()
     return run_dir
+
+
+def _identity(value: Any) -> Any:
+    """What must match to resume a run: everything but where it runs (``device``)."""
+    if isinstance(value, dict) and "device" in value:
+        return {k: v for k, v in value.items() if k != "device"}
+    return value
 
 
 def _truncate_metrics(path: Path, updates: int) -> None:
