@@ -162,25 +162,40 @@ class _Worker:
     """One daemon thread that runs calls handed to it; reused while it never hangs.
 
     Starting a thread per action costs more than a scripted agent's whole step, so calls go to a
-    long-lived worker. A worker that misses a deadline is abandoned (a thread cannot be killed)
-    and the next call starts a fresh one.
+    long-lived worker (one call at a time: the caller always waits for the answer). A worker
+    that misses a deadline is abandoned (a thread cannot be killed) and the next call starts a
+    fresh one.
     """
 
     def __init__(self) -> None:
-        import queue
-
-        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.request = threading.Event()
+        self.done = threading.Event()
+        self.job: tuple[Callable[..., Any], tuple] | None = None
+        self.box: dict[str, Any] = {}
         self.thread = threading.Thread(target=self._loop, name="agentbench-act", daemon=True)
         self.thread.start()
 
     def _loop(self) -> None:
         while True:
-            fn, args, box, done = self.jobs.get()
+            self.request.wait()
+            self.request.clear()
+            fn, args = self.job  # type: ignore[misc]
             try:
-                box["value"] = fn(*args)
+                self.box = {"value": fn(*args)}
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                box["error"] = exc
-            done.set()
+                self.box = {"error": exc}
+            self.done.set()
+
+    def call(self, fn: Callable[..., Any], args: tuple, timeout: float) -> Any:
+        self.done.clear()
+        self.job = (fn, args)
+        self.request.set()
+        if not self.done.wait(timeout):
+            raise AgentTimeout(f"no action within {timeout:g}s")
+        box = self.box
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
 
 
 _local = threading.local()
@@ -193,15 +208,11 @@ def call_with_deadline(fn: Callable[..., Any], args: tuple, timeout: float | Non
     worker = getattr(_local, "worker", None)
     if worker is None:
         worker = _local.worker = _Worker()
-    box: dict[str, Any] = {}
-    done = threading.Event()
-    worker.jobs.put((fn, args, box, done))
-    if not done.wait(timeout):
+    try:
+        return worker.call(fn, args, timeout)
+    except AgentTimeout:
         _local.worker = None  # this worker is stuck in the agent; leave it behind
-        raise AgentTimeout(f"no action within {timeout:g}s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+        raise
 
 
 # -- one episode -------------------------------------------------------------------------------
