@@ -26,6 +26,7 @@ _LAZY = {
 __all__ = [*_LAZY, "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    # ruff: noqa: F401 - re-exported lazily through __getattr__
     from agentbench_poad.agents import Agent, act_batch
     from agentbench_poad.checker import TextEnvCheckError, check_text_env
     from agentbench_poad.core import TextEnv, text_space

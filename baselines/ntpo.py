@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agentbench_poad.baselines.poad import _COMMON, POAD
-
 from agentbench_poad.rl.advantages import token_level_gae
 from agentbench_poad.rl.buffer import RolloutBuffer
 from agentbench_poad.rl.config import PPOConfig

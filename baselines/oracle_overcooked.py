@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Sequence
 
 import gymnasium as gym
+
 from agentbench_poad.environments.overcooked.engine import KitchenEngine, KitchenState
 
 

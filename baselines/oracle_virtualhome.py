@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Sequence
 
 import gymnasium as gym
+
 from agentbench_poad.environments.virtualhome.engine import State
 from agentbench_poad.environments.virtualhome.env import VirtualHomeEnv
 from agentbench_poad.environments.virtualhome.scenarios import Scenario

@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from agentbench_poad.baselines.poad import _COMMON
 
+from agentbench_poad.baselines.poad import _COMMON
 from agentbench_poad.rl.advantages import action_level_gae
 from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
 from agentbench_poad.rl.config import PPOConfig

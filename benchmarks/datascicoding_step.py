@@ -21,10 +21,10 @@ import sys
 import time
 
 import numpy as np
+
 from agentbench_poad.environments.datascicoding.datasets import Dataset
 from agentbench_poad.environments.datascicoding.env import DataSciCodingEnv
 from agentbench_poad.environments.datascicoding.grader import make_splits, roc_auc
-
 from agentbench_poad.sandbox import Limits, SandboxUnavailable, get_backend
 
 TARGET = 1.5

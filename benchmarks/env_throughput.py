@@ -18,6 +18,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+
 from agentbench_poad.environments import registered_ids
 
 TARGET_RATIO = 20.0

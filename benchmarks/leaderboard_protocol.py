@@ -15,10 +15,10 @@ import argparse
 import time
 
 import gymnasium as gym
-from agentbench_poad.baselines.random import RandomAgent
-from agentbench_poad.leaderboard.protocol import evaluate
 
 from agentbench_poad.agents import reset_agent
+from agentbench_poad.baselines.random import RandomAgent
+from agentbench_poad.leaderboard.protocol import evaluate
 
 
 def bare_loop(env_id: str, episodes: int) -> float:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import gymnasium as gym
 import torch
-from agentbench_poad.baselines.poad import POAD, POADConfig
 
+from agentbench_poad.baselines.poad import POAD, POADConfig
 from agentbench_poad.rl.buffer import RolloutBuffer
 from agentbench_poad.rl.models import init_tiny_model
 from agentbench_poad.rl.trainer import build_policy

@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+
+from agentbench_poad.agents import reset_agent
 from agentbench_poad.leaderboard.records import (
     env_family,
     env_version,
@@ -51,8 +53,6 @@ from agentbench_poad.leaderboard.records import (
     summarize_seeds,
     write_record,
 )
-
-from agentbench_poad.agents import reset_agent
 from agentbench_poad.version import __version__
 
 #: Episode ``i`` of seed ``s`` resets with ``s * RESET_SEED_STRIDE + i``.

@@ -27,7 +27,6 @@ from agentbench_poad.leaderboard.schema import (
     RecordError,
     validate_record,
 )
-
 from agentbench_poad.version import __version__
 
 #: The committed results folder of this checkout / installation.

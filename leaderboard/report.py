@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from agentbench_poad.leaderboard.records import now_iso, write_json_atomic
 
+from agentbench_poad.leaderboard.records import now_iso, write_json_atomic
 from agentbench_poad.version import __version__
 
 #: Where the paper's published numbers live (see docs/leaderboard.md before editing).

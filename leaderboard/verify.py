@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium as gym
+
 from agentbench_poad.leaderboard.records import RecordError, mean_stderr
 
 
@@ -67,8 +68,9 @@ def verify_record(record: dict[str, Any], *, episodes_per_seed: int = 3,
     Raises:
         RecordError: the record's config names no agent factory to rebuild the agent from.
     """
-    from agentbench_poad.leaderboard.protocol import agent_factory, load_factory, run_episode
     from tqdm.auto import tqdm
+
+    from agentbench_poad.leaderboard.protocol import agent_factory, load_factory, run_episode
 
     config = record["config"]
     spec = config.get("agent_spec") or record["agent"].get("spec")

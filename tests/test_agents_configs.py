@@ -10,7 +10,6 @@ from agentbench_poad.baselines import ALGORITHMS, get_algorithm  # noqa: E402
 from agentbench_poad.baselines.ntpo import NTPO, NTPOConfig  # noqa: E402
 from agentbench_poad.baselines.poad import POAD, POADConfig  # noqa: E402
 from agentbench_poad.baselines.twosome import TWOSOME, TWOSOMEConfig  # noqa: E402
-
 from agentbench_poad.rl.config import family_of  # noqa: E402
 
 # (config, family) -> (lr, critic_lr, gamma, epochs, minibatches, entropy), REFERENCE_SPEC l. 32-38

@@ -9,7 +9,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentbench_poad.baselines import get_algorithm  # noqa: E402
-
 from agentbench_poad.rl.buffer import RolloutBuffer  # noqa: E402
 from agentbench_poad.rl.models import init_tiny_model  # noqa: E402
 from agentbench_poad.rl.toy import CLOSE, OPEN  # noqa: E402

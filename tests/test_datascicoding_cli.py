@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from agentbench_poad.environments.datascicoding import datasets as ds
 
 from agentbench_poad.cli import main
+from agentbench_poad.environments.datascicoding import datasets as ds
 from tests.test_datascicoding_datasets import (
     fake_kaggle,
     fake_openml,

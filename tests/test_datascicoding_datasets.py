@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
 from agentbench_poad.environments.datascicoding import datasets as ds
 
 # -- stand-ins with the real schemas --------------------------------------------------------

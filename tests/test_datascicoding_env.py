@@ -9,14 +9,14 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+
+from agentbench_poad import check_text_env
 from agentbench_poad.baselines.oracle import make_oracle
 from agentbench_poad.baselines.oracle_datascicoding import ORACLE_BODIES
 from agentbench_poad.environments import registered_ids
 from agentbench_poad.environments.datascicoding import datasets as ds
 from agentbench_poad.environments.datascicoding.env import DataSciCodingEnv
 from agentbench_poad.environments.datascicoding.grader import MachineSlots, make_splits
-
-from agentbench_poad import check_text_env
 from agentbench_poad.sandbox import Limits
 from agentbench_poad.sandbox.process_backend import ProcessBackend
 from tests.test_datascicoding_datasets import offline_openml, populate_cache

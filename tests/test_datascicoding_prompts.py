@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 import pytest
+
 from agentbench_poad.environments.datascicoding.prompts import (
     initial_prompt,
     may_define_model,

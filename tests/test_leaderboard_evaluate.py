@@ -7,11 +7,11 @@ import textwrap
 
 import gymnasium as gym
 import pytest
+
 from agentbench_poad.baselines.random import RandomAgent
+from agentbench_poad.cli import main
 from agentbench_poad.leaderboard import evaluate, load_records, read_record
 from agentbench_poad.leaderboard.protocol import RESET_SEED_STRIDE, load_factory
-
-from agentbench_poad.cli import main
 from tests.test_leaderboard_toys import (
     CODE_ID,
     CORRIDOR_ID,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from agentbench_poad.leaderboard.from_run import (
     BEST_CODE_LABEL,
     combine_curves,

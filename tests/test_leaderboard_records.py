@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+
 from agentbench_poad.leaderboard import evaluate
 from agentbench_poad.leaderboard.records import (
     RecordWarning,
@@ -19,7 +20,6 @@ from agentbench_poad.leaderboard.records import (
     write_record,
 )
 from agentbench_poad.leaderboard.schema import SCHEMA_VERSION, RecordError, validate_record
-
 from tests.test_leaderboard_toys import CORRIDOR_ID, make_corridor_oracle
 
 

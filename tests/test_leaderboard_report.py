@@ -9,7 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from agentbench_poad.baselines.random import RandomAgent
+from agentbench_poad.cli import main
 from agentbench_poad.leaderboard import add_record, evaluate
 from agentbench_poad.leaderboard.report import (
     bootstrap_difference,
@@ -17,8 +19,6 @@ from agentbench_poad.leaderboard.report import (
     load_paper_results,
     normalised,
 )
-
-from agentbench_poad.cli import main
 from tests.test_leaderboard_toys import CODE_ID, CORRIDOR_ID, CodeAgent, make_corridor_oracle
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists()

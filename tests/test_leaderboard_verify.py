@@ -6,13 +6,13 @@ import copy
 
 import gymnasium as gym
 import pytest
+
 from agentbench_poad.baselines.random import RandomAgent
+from agentbench_poad.cli import main
 from agentbench_poad.leaderboard import add_record, evaluate, verify_record
 from agentbench_poad.leaderboard.records import DEFAULT_STORE, iter_record_files, read_record
 from agentbench_poad.leaderboard.schema import RecordError
 from agentbench_poad.leaderboard.verify import sample_indices
-
-from agentbench_poad.cli import main
 from tests.test_leaderboard_toys import CORRIDOR_ID
 
 RANDOM_SPEC = "agentbench_poad.baselines.random:RandomAgent"

@@ -6,6 +6,7 @@ from collections import deque
 
 import gymnasium as gym
 import pytest
+
 from agentbench_poad.environments.overcooked.engine import CHEF, KitchenEngine
 from agentbench_poad.environments.overcooked.tasks import TASKS
 from agentbench_poad.environments.overcooked.text import PromptBuilder

@@ -7,14 +7,14 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from agentbench_poad.environments import registered_ids
-from agentbench_poad.environments.overcooked import parallel_env
-from agentbench_poad.environments.overcooked.registration import DESCRIPTIONS
-from agentbench_poad.environments.overcooked.tasks import TASKS
 from gymnasium.error import ResetNeeded
 from pettingzoo.test import parallel_api_test
 
 from agentbench_poad import check_text_env
+from agentbench_poad.environments import registered_ids
+from agentbench_poad.environments.overcooked import parallel_env
+from agentbench_poad.environments.overcooked.registration import DESCRIPTIONS
+from agentbench_poad.environments.overcooked.tasks import TASKS
 
 OVERCOOKED_IDS = registered_ids("overcooked")
 

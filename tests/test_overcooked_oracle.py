@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+
 from agentbench_poad.baselines.oracle import make_oracle
 from agentbench_poad.baselines.oracle_overcooked import shortest_plan
 from agentbench_poad.environments.overcooked.engine import KitchenEngine

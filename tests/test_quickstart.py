@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from agentbench_poad.leaderboard import load_records, read_record, verify_record
 
 from agentbench_poad.cli import main
+from agentbench_poad.leaderboard import load_records, read_record, verify_record
 
 pytest.importorskip("torch")
 pytest.importorskip("agentbench_poad.rl.trainer")

@@ -7,6 +7,9 @@ import sys
 
 import gymnasium as gym
 import pytest
+from gymnasium.error import ResetNeeded
+
+from agentbench_poad import check_text_env
 from agentbench_poad.baselines.oracle_virtualhome import shortest_plan
 from agentbench_poad.environments import registered_ids
 from agentbench_poad.environments.virtualhome.engine import (
@@ -22,9 +25,6 @@ from agentbench_poad.environments.virtualhome.engine import (
 from agentbench_poad.environments.virtualhome.env import VirtualHomeEnv
 from agentbench_poad.environments.virtualhome.registration import DESCRIPTIONS
 from agentbench_poad.environments.virtualhome.tasks import TASKS, VirtualHomeTask
-from gymnasium.error import ResetNeeded
-
-from agentbench_poad import check_text_env
 
 EXPECTED_IDS = {
     f"VirtualHome-{name}-v0"

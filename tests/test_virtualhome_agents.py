@@ -9,12 +9,12 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+
+from agentbench_poad.agents import reset_agent
 from agentbench_poad.baselines.oracle import make_oracle
 from agentbench_poad.baselines.oracle_virtualhome import VirtualHomeOracle
 from agentbench_poad.baselines.random import RandomAgent
 from agentbench_poad.environments.virtualhome.tasks import TASKS, VirtualHomeTask
-
-from agentbench_poad.agents import reset_agent
 
 CARD = Path(__file__).resolve().parents[1] / "docs" / "envs" / "virtualhome.md"
 #: Episodes of the random-agent measurement (the card states the same number).

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 
 import pytest
+
 from agentbench_poad.environments.virtualhome.engine import HELD, INSIDE, ON, State
 from agentbench_poad.environments.virtualhome.scenarios import Scenario, build_scenario
 from agentbench_poad.environments.virtualhome.tasks import TASKS_BY_NAME

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agentbench_poad.core import (
+    MAX_ACTION_LENGTH,
+    MAX_OBSERVATION_LENGTH,
+    TextEnv,
+    text_space,
+    to_text,
+)
 from agentbench_poad.environments.datascicoding.datasets import Dataset, get_spec, load_dataset
 from agentbench_poad.environments.datascicoding.grader import Grade, Grader
 from agentbench_poad.environments.datascicoding.prompts import (
@@ -13,14 +20,6 @@ from agentbench_poad.environments.datascicoding.prompts import (
     reflection_prompt,
     submitted_code,
     success_text,
-)
-
-from agentbench_poad.core import (
-    MAX_ACTION_LENGTH,
-    MAX_OBSERVATION_LENGTH,
-    TextEnv,
-    text_space,
-    to_text,
 )
 
 if TYPE_CHECKING:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from agentbench_poad.environments.datascicoding.prompts import (
     Submission,
     may_define_model,

@@ -8,6 +8,7 @@ loaded at the first ``reset``.
 from __future__ import annotations
 
 import gymnasium as gym
+
 from agentbench_poad.environments.datascicoding.datasets import DATASETS
 
 ENTRY_POINT = "agentbench_poad.environments.datascicoding.env:DataSciCodingEnv"

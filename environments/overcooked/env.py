@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+
+from agentbench_poad.core import TextEnv, text_space
 from agentbench_poad.environments.overcooked.parallel import (
     INVALID_ACTION_PENALTY,
     MAX_ACTION_LENGTH,
     MAX_PROMPT_LENGTH,
     OvercookedParallelEnv,
 )
-
-from agentbench_poad.core import TextEnv, text_space
 
 
 class OvercookedEnv(TextEnv):

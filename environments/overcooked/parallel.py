@@ -24,16 +24,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from agentbench_poad.environments.overcooked.engine import KitchenEngine
-from agentbench_poad.environments.overcooked.render import render_ansi, render_rgb
-from agentbench_poad.environments.overcooked.tasks import get_task
-from agentbench_poad.environments.overcooked.text import PromptBuilder
 from gymnasium.error import ResetNeeded
 from gymnasium.spaces import Text
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
 from agentbench_poad.core import check_action_type, invalid_action_note, text_space, to_text
+from agentbench_poad.environments.overcooked.engine import KitchenEngine
+from agentbench_poad.environments.overcooked.render import render_ansi, render_rgb
+from agentbench_poad.environments.overcooked.tasks import get_task
+from agentbench_poad.environments.overcooked.text import PromptBuilder
 
 #: Reward of an unavailable action: the cost of one tick, although no tick runs (deterministic).
 INVALID_ACTION_PENALTY = -0.001

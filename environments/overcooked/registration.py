@@ -6,6 +6,7 @@ Imports only :mod:`.tasks` (data), never the engine.
 from __future__ import annotations
 
 import gymnasium as gym
+
 from agentbench_poad.environments.overcooked.tasks import TASKS
 
 ENTRY_POINT = "agentbench_poad.environments.overcooked.env:OvercookedEnv"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from agentbench_poad.environments.overcooked.engine import (
     BOARD,
     CHOPS_NEEDED,
