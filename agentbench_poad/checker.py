@@ -59,6 +59,35 @@ def _rollout(
     return trace
 
 
+def _check_invalid_action_is_noop(env: gym.Env, seed: int, max_steps: int) -> None:
+    """The same valid actions after an unavailable one give the same trajectory as without it."""
+
+    def valid_rollout(prefix_invalid: bool) -> list[tuple[Any, ...]]:
+        rng = np.random.default_rng(seed + 1)
+        observation, info = env.reset(seed=seed)
+        if prefix_invalid:
+            observation, _, _, _, info = env.step(INVALID_ACTION)
+        trace = []
+        for _ in range(max_steps):
+            actions = _avail(info) or []
+            action = actions[int(rng.integers(len(actions)))]
+            observation, reward, terminated, truncated, info = env.step(action)
+            trace.append((action, observation, reward, terminated, _avail(info)))
+            if terminated or truncated:
+                break
+        return trace
+
+    without, with_invalid = valid_rollout(False), valid_rollout(True)
+    # A time limit counted by a wrapper may cut the second rollout one step earlier.
+    n = min(len(without), len(with_invalid))
+    if without[:n] != with_invalid[:n]:
+        diff = next(i for i in range(n) if without[i] != with_invalid[i])
+        _fail(
+            "an unavailable action must be a no-op, but the valid actions after it lead elsewhere "
+            f"(step {diff}):\n  without: {without[diff]!r}\n  after:   {with_invalid[diff]!r}"
+        )
+
+
 def _avail(info: dict[str, Any]) -> list[str] | None:
     actions = info.get("available_actions", "<missing>")
     if actions == "<missing>":
@@ -153,6 +182,8 @@ def check_text_env(
             _fail("an unavailable action must be a no-op, but available_actions changed")
         if "not available" not in observation2 and INVALID_ACTION not in observation2:
             _fail("after an unavailable action the next observation must say why")
+        if not (terminated or truncated):
+            _check_invalid_action_is_noop(env, seeds[0], max_steps)
     render_mode = getattr(unwrapped, "render_mode", None)
     if render_mode == "ansi" and not isinstance(env.render(), str):
         _fail("render() in 'ansi' mode must return a str")
