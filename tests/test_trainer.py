@@ -157,17 +157,19 @@ def test_load_agent_and_evaluate(tiny_model, tmp_path):
     assert again["returns"] == result["returns"]  # greedy and seeded: reproducible
 
 
-def test_cli_train_and_evaluate(tiny_model, tmp_path, capsys):
+@pytest.mark.parametrize("agent", ["poad", "ntpo", "twosome"])
+def test_cli_train_and_evaluate(agent, tiny_model, tmp_path, capsys):
     from agentbench_poad.cli import main
 
     out = tmp_path / "cli"
-    code = main(["train", "--agent", "poad", "--env", ENV, "--model", str(tiny_model),
+    code = main(["train", "--agent", agent, "--env", ENV, "--model", str(tiny_model),
                  "--total-steps", "6", "--seed", "0", "--out", str(out), "--no-progress",
                  "--set", "num_envs=2", "--set", "rollout_length=3", "--set",
                  "critic_hidden_sizes=16,16", "--set", "num_minibatches=2"])
     assert code == 0
-    assert json.loads((out / "config.json").read_text())["algorithm"]["critic_hidden_sizes"] == [
-        16, 16]
+    config = json.loads((out / "config.json").read_text())
+    assert config["algorithm"]["critic_hidden_sizes"] == [16, 16]
+    assert config["agent"] == agent
     code = main(["evaluate", "--run", str(out), "--episodes", "2"])
     assert code == 0
     printed = capsys.readouterr().out
