@@ -29,7 +29,13 @@ COMMAND_MODULES = (
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    pass
+    """Keeps paragraph breaks; shows a default unless the help already says it or it is None."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_text = action.help or ""
+        if "default" in help_text.lower() or action.default in (None, argparse.SUPPRESS):
+            return help_text
+        return super()._get_help_string(action)
 
 
 def build_parser() -> argparse.ArgumentParser:
