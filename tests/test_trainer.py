@@ -174,3 +174,20 @@ def test_cli_train_and_evaluate(agent, tiny_model, tmp_path, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "mean return" in printed and "success rate" in printed
+
+
+def test_load_agent_carries_the_trained_adapter(tiny_model, tmp_path):
+    """The evaluated policy is the trained one: its LoRA weights are the checkpoint's, not init."""
+    run = train("poad", ENV, tiny_model, total_steps=6, seed=1, out=tmp_path / "run",
+                overrides=SMALL, progress=False)
+    saved, _, _ = weights(run)
+    loaded = {name: p.detach() for name, p in load_agent(run).policy.model.named_parameters()
+              if "lora_" in name}
+    assert saved and len(loaded) == len(saved)
+    trained_b = [t for name, t in saved.items() if "lora_B" in name]
+    assert any(t.abs().sum() > 0 for t in trained_b), "training left LoRA B at its zero init"
+    for name, tensor in saved.items():
+        match = [p for n, p in loaded.items() if n.replace(".default", "").endswith(name.split(
+            "base_model.model.")[-1])]
+        assert len(match) == 1, name
+        assert torch.equal(match[0].cpu(), tensor)
