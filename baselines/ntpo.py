@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from agentbench_poad.baselines.poad import _COMMON, POAD
-from agentbench_poad.rl.advantages import token_level_gae
-from agentbench_poad.rl.buffer import RolloutBuffer
 from agentbench_poad.rl.config import PPOConfig
 
 __all__ = ["NTPO", "NTPOConfig"]
@@ -48,13 +46,10 @@ class NTPO(POAD):
     config_class = NTPOConfig
 
     def intra_gamma(self) -> float:
-        """Discount between the tokens of one action: γ, as if each token were a step."""
-        return self.config.gamma
+        """Discount between the tokens of one action: γ, as if each token were a step.
 
-    def compute_advantages(self, buffer: RolloutBuffer) -> None:
-        """Token-level GAE with the naive backup (``intra_gamma = γ``, so ``γλ`` inside)."""
-        values, mask = buffer.value_grid()
-        buffer.advantages, buffer.returns = token_level_gae(
-            buffer.rewards(), values, mask, buffer.dones(), buffer.next_values,
-            gamma=self.config.gamma, lam=self.config.lam, intra_gamma=self.intra_gamma(),
-        )
+        This is NTPO's only change: POAD's ``compute_advantages`` passes it to
+        ``token_level_gae``, so inner tokens get ``δ = γ V^{j+1} − V^j`` and ``γλ`` (REFERENCE_SPEC
+        §4.4).
+        """
+        return self.config.gamma

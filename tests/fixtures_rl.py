@@ -17,12 +17,19 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     Under pytest-xdist each worker builds its own copy in its own temp dir.
     """
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    # The tiny model's matmuls are microseconds; on a small shared machine (and under xdist,
-    # one process per core) intra-op threads only oversubscribe the cores: measured 35x slower
-    # with 2 threads than with 1 under load. Tests that use the tiny model run single-threaded.
-    torch.set_num_threads(1)
+    # Tests run with one intra-op thread (OMP_NUM_THREADS=1, set in tests/conftest.py): the tiny
+    # model's matmuls are microseconds and extra threads only oversubscribe a small machine.
     from agentbench_poad.rl.models import init_tiny_model
 
     return init_tiny_model(tmp_path_factory.mktemp("tiny_model"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An even smaller model (hidden size 32) for the trainer and learning tests."""
+    pytest.importorskip("torch")
+    from agentbench_poad.rl.models import init_tiny_model
+
+    return init_tiny_model(tmp_path_factory.mktemp("model") / "tiny", hidden_size=32)

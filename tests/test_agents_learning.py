@@ -10,7 +10,6 @@ torch = pytest.importorskip("torch")
 
 from agentbench_poad.baselines import get_algorithm  # noqa: E402
 from agentbench_poad.rl.buffer import RolloutBuffer  # noqa: E402
-from agentbench_poad.rl.models import init_tiny_model  # noqa: E402
 from agentbench_poad.rl.toy import CLOSE, OPEN  # noqa: E402
 from agentbench_poad.rl.trainer import build_policy, latest_checkpoint, load_agent, train  # noqa: E402
 
@@ -19,17 +18,6 @@ BANDIT = "CaseStudy-MicrowaveClose-v0"  # one step: "close" +1, "open" -1
 AGENTS = ("poad", "ntpo", "twosome")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return init_tiny_model(tmp_path_factory.mktemp("model") / "tiny", hidden_size=32)
 
 
 def small(**extra):

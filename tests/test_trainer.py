@@ -8,7 +8,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentbench_poad.rl.models import init_tiny_model  # noqa: E402
 from agentbench_poad.rl.trainer import (  # noqa: E402
     TIMING_KEYS,
     evaluate_agent,
@@ -23,18 +22,6 @@ SMALL = dict(num_envs=2, rollout_length=3, epochs=2, num_minibatches=2, lr=5e-2,
              target_kl=None)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The CI machine is shared: one intra-op thread is much faster than oversubscription."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return init_tiny_model(tmp_path_factory.mktemp("model") / "tiny", hidden_size=32)
 
 
 def lines(run_dir):

@@ -113,9 +113,14 @@ def run_fetch(args: argparse.Namespace) -> int:
         return die(str(exc), code=1)
     where = "bundled with scikit-learn (not cached)" if spec.offline else \
         str(cache_paths(spec.name, args.cache_dir)[0])
-    print(f"{spec.name}: {dataset.shape[0]} rows x {dataset.shape[1]} features, "
-          f"{dataset.n_classes} classes -> {where}")
+    print(_summary(spec.name, dataset, where))
     return 0
+
+
+def _summary(name: str, dataset, where) -> str:  # noqa: ANN001
+    """One line: shape, classes and where the dataset lives."""
+    return (f"{name}: {dataset.shape[0]} rows x {dataset.shape[1]} features, "
+            f"{dataset.n_classes} classes -> {where}")
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -138,8 +143,7 @@ def run_import(args: argparse.Namespace) -> int:
     if spec.offline:
         print(f"{spec.name} is bundled with scikit-learn; the CSV was pruned but not cached")
     else:
-        print(f"{spec.name}: {dataset.shape[0]} rows x {dataset.shape[1]} features, "
-              f"{dataset.n_classes} classes -> {cache_paths(spec.name, args.cache_dir)[0]}")
+        print(_summary(spec.name, dataset, cache_paths(spec.name, args.cache_dir)[0]))
     return 0
 
 

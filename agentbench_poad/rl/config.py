@@ -233,9 +233,5 @@ class PPOConfig:
         """The :class:`~agentbench_poad.rl.ppo.PPOSettings` of this config."""
         from agentbench_poad.rl.ppo import PPOSettings
 
-        return PPOSettings(
-            epochs=self.epochs, num_minibatches=self.num_minibatches,
-            grad_accum_steps=self.grad_accum_steps, clip=self.clip, value_coef=self.value_coef,
-            entropy_coef=self.entropy_coef, max_grad_norm=self.max_grad_norm,
-            target_kl=self.target_kl, normalize_advantages=self.normalize_advantages,
-        )
+        # PPOSettings' fields are a subset of this config's: copy them by name.
+        return PPOSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(PPOSettings)})

@@ -66,8 +66,8 @@ class ValueHead(nn.Module):
         return self.net(features.float()).squeeze(-1)
 
 
-class TokenCritic(nn.Module):
-    """Token-level values: ``forward(features (B, L + 1, H)) -> values (B, L + 1)``.
+class _HeadCritic(nn.Module):
+    """A :class:`ValueHead` on frozen LM features; subclasses choose which positions it reads.
 
     Args:
         hidden_size: The LM's hidden size.
@@ -84,6 +84,13 @@ class TokenCritic(nn.Module):
     ) -> None:
         super().__init__()
         self.head = ValueHead(hidden_size, hidden_sizes, generator=generator)
+
+
+class TokenCritic(_HeadCritic):
+    """Token-level values: ``forward(features (B, L + 1, H)) -> values (B, L + 1)``.
+
+    Args: as :class:`_HeadCritic`.
+    """
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         if features.ndim != 3:
@@ -93,24 +100,11 @@ class TokenCritic(nn.Module):
         return self.head(features)
 
 
-class ActionCritic(nn.Module):
+class ActionCritic(_HeadCritic):
     """Action-level values: ``forward(features (B, 1, H) or (B, H)) -> values (B,)``.
 
-    Args:
-        hidden_size: The LM's hidden size.
-        hidden_sizes: Hidden widths of the head.
-        generator: Seeds the head's initial weights (see :class:`ValueHead`).
+    Args: as :class:`_HeadCritic`.
     """
-
-    def __init__(
-        self,
-        hidden_size: int,
-        hidden_sizes: Sequence[int] = (1024, 512),
-        *,
-        generator: torch.Generator | None = None,
-    ) -> None:
-        super().__init__()
-        self.head = ValueHead(hidden_size, hidden_sizes, generator=generator)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         if features.ndim == 3:

@@ -332,6 +332,27 @@ class LMPolicy(torch.nn.Module):
 
     # --------------------------------------------------------- restricted actions
 
+    def _run_prompts(
+        self, prompt_ids: list[list[int]], lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """Run right-padded prompts once with ``use_cache=True``.
+
+        Returns:
+            ``(next_logits (B, V), cache, attention_mask (B, P))``: the logits at each prompt's
+            last real token (the distribution of the first action token), the KV cache to
+            continue from, and the prompts' attention mask (pads masked out).
+        """
+        ids, attention = self._right_padded(prompt_ids)
+        out = self._lm(
+            keep=int(ids.shape[1] - lengths.min().item() + 1),
+            input_ids=ids,
+            attention_mask=attention,
+            use_cache=True,
+        )
+        offset = ids.shape[1] - out.logits.shape[1]
+        rows = torch.arange(len(prompt_ids), device=self.device)
+        return out.logits[rows, lengths - 1 - offset], out.past_key_values, attention
+
     def _score_group(
         self, prompt_ids: list[list[int]], candidates: list[list[list[int]]]
     ) -> list[torch.Tensor]:
@@ -355,18 +376,10 @@ class LMPolicy(torch.nn.Module):
         width = max(len(c) for c in flat)
         if width == 0:
             return [torch.zeros((k, 0), device=self.device) for k in counts]
-        ids, prompt_mask = self._right_padded(prompt_ids)
-        out = self._lm(
-            keep=int(ids.shape[1] - lengths.min().item() + 1),
-            input_ids=ids,
-            attention_mask=prompt_mask,
-            use_cache=True,
-        )
-        offset = ids.shape[1] - out.logits.shape[1]
+        first_logits, prefix_cache, prompt_mask = self._run_prompts(prompt_ids, lengths)
         rows = torch.arange(len(prompt_ids), device=self.device)
-        first_logits = out.logits[rows, lengths - 1 - offset]  # (B, V): each candidate's token 1
         owner = torch.repeat_interleave(rows, torch.tensor(counts, device=self.device))
-        cache = _select_cache(out.past_key_values, owner)
+        cache = _select_cache(prefix_cache, owner)
         cand_ids, cand_mask = self._right_padded(flat)
         out = self._lm(
             input_ids=cand_ids,
@@ -488,17 +501,7 @@ class LMPolicy(torch.nn.Module):
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         lengths = torch.tensor([len(p) for p in prompt_ids], device=self.device)
         batch = len(prompt_ids)
-        ids, attention = self._right_padded(prompt_ids)
-        out = self._lm(
-            keep=int(ids.shape[1] - lengths.min().item() + 1),
-            input_ids=ids,
-            attention_mask=attention,
-            use_cache=True,
-        )
-        offset = ids.shape[1] - out.logits.shape[1]
-        rows = torch.arange(batch, device=self.device)
-        logits = out.logits[rows, lengths - 1 - offset]
-        cache = out.past_key_values
+        logits, cache, attention = self._run_prompts(prompt_ids, lengths)
         tokens: list[list[int]] = [[] for _ in range(batch)]
         lm_log_probs: list[list[float]] = [[] for _ in range(batch)]
         sample_log_probs: list[list[float]] = [[] for _ in range(batch)]
