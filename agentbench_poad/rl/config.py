@@ -63,6 +63,11 @@ class PPOConfig:
     """Skip a minibatch's policy step when its k3 KL estimate exceeds this (None: never)."""
     normalize_advantages: bool = True
     """Normalise advantages per minibatch over real tokens (population std)."""
+    max_chunk_tokens: int | None = None
+    """Speed, exact (not in the paper): split each minibatch's policy pass into length-sorted
+    chunks of at most this many padded tokens (prompt + action) instead of ``grad_accum_steps``
+    equal chunks. The gradient is the same (accumulation is exact), padding is smaller and so is
+    peak memory. None: the paper's ``grad_accum_steps`` split."""
     train_policy: bool = True
     """False trains the critic only (the critic-only case study of §4.7)."""
 
@@ -86,6 +91,16 @@ class PPOConfig:
     """LoRA dropout."""
     lora_target_modules: tuple[str, ...] = ("q_proj", "v_proj")
     """Modules that get LoRA adapters."""
+    lora_layers: int | None = None
+    """Differs from the paper when set: adapters only on the top ``lora_layers`` decoder layers
+    (the paper adapts every layer; None). Fewer parameters train. In exchange the layers below
+    are frozen, so their hidden states for each rollout sequence are computed once (in the
+    scoring pass at rollout time) and reused, exactly, by the critic's frozen features and by
+    every PPO epoch, which then run (and backpropagate through) only the top layers."""
+    frozen_cache_tokens: int = 262_144
+    """With ``lora_layers``: how many tokens of frozen lower-layer hidden states the policy keeps
+    (least recently used dropped first; each token costs hidden_size numbers of ``dtype``). A
+    sequence that fell out is recomputed, so this trades memory for time, never results."""
     critic_hidden_sizes: tuple[int, ...] = (1024, 512)
     """Hidden widths of the critic's MLP head on the frozen features."""
     normalization: str = "word"
@@ -142,6 +157,19 @@ class PPOConfig:
         for name in ("value_coef", "entropy_coef", "lora_dropout"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.lora_layers is not None and (
+            not isinstance(self.lora_layers, int) or self.lora_layers < 1
+        ):
+            raise ValueError(f"lora_layers must be an int >= 1 or None (every layer), got "
+                             f"{self.lora_layers!r}")
+        if self.max_chunk_tokens is not None and (
+            not isinstance(self.max_chunk_tokens, int) or self.max_chunk_tokens < 1
+        ):
+            raise ValueError(f"max_chunk_tokens must be an int >= 1 or None (the grad_accum_steps "
+                             f"split), got {self.max_chunk_tokens!r}")
+        if not isinstance(self.frozen_cache_tokens, int) or self.frozen_cache_tokens < 0:
+            raise ValueError(f"frozen_cache_tokens must be an int >= 0, got "
+                             f"{self.frozen_cache_tokens!r}")
         if self.target_kl is not None and not self.target_kl > 0:
             raise ValueError(f"target_kl must be > 0 or None, got {self.target_kl!r}")
         if self.normalization not in ("word", "token", "sum"):
@@ -219,6 +247,8 @@ class PPOConfig:
                 parsed[key] = text.lower() in ("true", "1")
             elif isinstance(default, int):
                 parsed[key] = int(text)
+            elif default is None and str(fields[key].type).startswith("int"):
+                parsed[key] = None if text.lower() == "none" else int(text)
             elif isinstance(default, float) or default is None:
                 parsed[key] = None if text.lower() == "none" else float(text)
             elif isinstance(default, tuple):

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections import OrderedDict
 import math
 import re
 import warnings
@@ -190,6 +191,16 @@ class LMPolicy(torch.nn.Module):
             their shared-prefix caches hold at most this many tokens (sum over candidates of
             prompt + candidate length); a larger prompt set is split into several batches. On a
             7B model each cached token takes about 0.5 MB in fp16.
+        lora_layers: Put LoRA adapters on the top ``lora_layers`` decoder layers only (``None``:
+            every layer, the paper's). The layers below the lowest adapted one are then frozen,
+            so their output for a token sequence never changes during training: the policy
+            keeps it (see ``frozen_cache_tokens``) and the PPO recomputation
+            (:meth:`token_log_probs`) and the critic's frozen features (:meth:`critic_features`)
+            run only the adapted top layers from it. Exact: the same log-probs, values and
+            gradients as running the whole model.
+        frozen_cache_tokens: With ``lora_layers``, how many tokens of those lower-layer hidden
+            states are kept (least recently used dropped first); each takes ``hidden_size``
+            numbers of the base dtype. A sequence not in the cache is recomputed (exact).
     """
 
     def __init__(
@@ -203,6 +214,8 @@ class LMPolicy(torch.nn.Module):
         generation: GenerationSettings | None = None,
         action_separator: str = " ",
         score_batch_tokens: int = 16384,
+        lora_layers: int | None = None,
+        frozen_cache_tokens: int = 262_144,
     ) -> None:
         super().__init__()
         if normalization not in NORMALIZATIONS:
@@ -221,6 +234,25 @@ class LMPolicy(torch.nn.Module):
         base, tokenizer = load_causal_lm(model_name_or_path, dtype=dtype, device=self.device)
         self.tokenizer = tokenizer
         self._frozen_model: torch.nn.Module | None = None
+        num_layers = int(_text_config(base).num_hidden_layers)
+        if lora_layers is not None:
+            if lora is None:
+                raise ValueError("lora_layers needs LoRA adapters; pass lora=LoraSettings(...) or "
+                                 "lora_layers=None for full fine-tuning")
+            if not isinstance(lora_layers, int) or not 1 <= lora_layers <= num_layers:
+                raise ValueError(f"lora_layers must be an int in [1, {num_layers}] (the model's "
+                                 f"decoder layers), got {lora_layers!r}")
+        if frozen_cache_tokens < 0:
+            raise ValueError(f"frozen_cache_tokens must be >= 0, got {frozen_cache_tokens}")
+        self.lora_layers = lora_layers
+        #: Index of the lowest adapted decoder layer (0: every layer is adapted or trained).
+        self.first_adapted_layer: int = 0 if lora_layers is None else num_layers - lora_layers
+        self.frozen_cache_tokens = int(frozen_cache_tokens)
+        #: Start from the cached frozen lower-layer states when ``lora_layers`` allows it; False
+        #: runs the whole model every time (same results; for checks and benchmarks).
+        self.reuse_lower_layers = True
+        self._frozen_cache: OrderedDict[tuple[int, ...], torch.Tensor] = OrderedDict()
+        self._frozen_cache_size = 0
         if lora is not None:
             import peft
 
@@ -234,7 +266,11 @@ class LMPolicy(torch.nn.Module):
                 # peft calls a transformers API deprecated in 5.x; nothing for users to act on.
                 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*",
                                         category=FutureWarning)
-                self.model = peft.get_peft_model(base, lora.to_peft_config())
+                peft_config = lora.to_peft_config()
+                if lora_layers is not None:
+                    peft_config.layers_to_transform = list(range(self.first_adapted_layer,
+                                                                 num_layers))
+                self.model = peft.get_peft_model(base, peft_config)
             # peft already up-casts adapters of half-precision bases; make it a guarantee.
             for param in self.model.parameters():
                 if param.requires_grad and param.dtype != torch.float32:
@@ -251,9 +287,7 @@ class LMPolicy(torch.nn.Module):
             # Kept out of the module tree: not in state_dict(), parameters() or .to() moves.
             object.__setattr__(self, "_frozen_model", frozen.eval())
         self.model.eval()
-        config = self._hf_model().config
-        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-        self.hidden_size: int = int(text_config.hidden_size)
+        self.hidden_size: int = int(_text_config(self._hf_model()).hidden_size)
         self._keep_logits = _forward_accepts(self._hf_model(), "logits_to_keep")
         eos = self.tokenizer.eos_token_id
         eos_ids = {eos} if eos is not None else set()
@@ -288,6 +322,106 @@ class LMPolicy(torch.nn.Module):
         if keep and self._keep_logits:
             inputs["logits_to_keep"] = keep
         return self.model(**inputs)
+
+    # ------------------------------------------- frozen lower layers (lora_layers)
+
+    @contextlib.contextmanager
+    def _only_layers(self, start: int, stop: int | None = None, *, final_norm: bool = True
+                     ) -> Iterator[torch.nn.Module]:
+        """The decoder stack running only its layers ``[start:stop]`` (restored on exit).
+
+        With ``start > 0`` the stack is fed the hidden states entering layer ``start`` as
+        ``inputs_embeds`` (a Llama-style stack adds nothing to ``inputs_embeds`` before its
+        layers; rotary positions and the mask come from ``position_ids``/``attention_mask``).
+        ``final_norm=False`` skips the final norm, so the output is the last run layer's.
+        """
+        decoder = _decoder_of(self._hf_model())
+        layers, norm = decoder.layers, decoder.norm
+        decoder.layers = layers[start:stop]
+        if not final_norm:
+            decoder.norm = torch.nn.Identity()
+        try:
+            yield decoder
+        finally:
+            decoder.layers = layers
+            decoder.norm = norm
+
+    def _reuse_from(self) -> int:
+        """The layer the cached-state paths start from (0: run the whole model)."""
+        return self.first_adapted_layer if self.reuse_lower_layers else 0
+
+    def _remember_lower(self, sequence: Sequence[int], hidden: torch.Tensor) -> None:
+        """Cache ``hidden`` ``(T, H)``: the states entering the lowest adapted layer."""
+        key = tuple(int(t) for t in sequence)
+        if key in self._frozen_cache or len(key) > self.frozen_cache_tokens:
+            return
+        self._frozen_cache[key] = hidden.detach()
+        self._frozen_cache_size += len(key)
+        while self._frozen_cache_size > self.frozen_cache_tokens:
+            old, _ = self._frozen_cache.popitem(last=False)
+            self._frozen_cache_size -= len(old)
+
+    def clear_frozen_cache(self) -> None:
+        """Forget the cached lower-layer hidden states (they are recomputed when needed)."""
+        self._frozen_cache.clear()
+        self._frozen_cache_size = 0
+
+    def _lower_hidden(self, sequences: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """Per sequence, the ``(T_i, H)`` hidden states entering the lowest adapted layer.
+
+        Taken from the cache where present; the others run through the frozen lower layers once
+        (no grad) and are cached. They depend on nothing that trains (the layers below the
+        adapters are frozen), so they are exactly what a full forward computes.
+        """
+        keys = [tuple(int(t) for t in s) for s in sequences]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._frozen_cache))
+        fresh: dict[tuple[int, ...], torch.Tensor] = {}
+        if missing:
+            ids, attention = self._right_padded(missing)
+            with torch.no_grad(), self._only_layers(0, self.first_adapted_layer,
+                                                    final_norm=False) as lower:
+                out = lower(input_ids=ids, attention_mask=attention, use_cache=False)
+            hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+            for row, key in enumerate(missing):
+                fresh[key] = hidden[row, : len(key)]
+                self._remember_lower(key, fresh[key])
+        rows = []
+        for key in keys:
+            if key in self._frozen_cache:
+                self._frozen_cache.move_to_end(key)
+                rows.append(self._frozen_cache[key].to(self.device))
+            else:
+                rows.append(fresh[key])
+        return rows
+
+    def _padded_lower(self, sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Right-padded ``(B, T, H)`` lower hidden states (zeros at pads) and their mask."""
+        rows = self._lower_hidden(sequences)
+        width = max(len(s) for s in sequences)
+        hidden = rows[0].new_zeros((len(rows), width, rows[0].shape[-1]))
+        attention = torch.zeros((len(rows), width), dtype=torch.long, device=self.device)
+        for row, states in enumerate(rows):
+            hidden[row, : states.shape[0]] = states
+            attention[row, : states.shape[0]] = 1
+        return hidden, attention
+
+    @contextlib.contextmanager
+    def _capture_lower(self, sink: list[torch.Tensor] | None) -> Iterator[None]:
+        """Append to ``sink`` the hidden states entering the lowest adapted layer of every
+        forward run inside the block (nothing when ``sink`` is None or all layers adapt)."""
+        if sink is None or self.first_adapted_layer == 0:
+            yield
+            return
+        layer = _decoder_of(self._hf_model()).layers[self.first_adapted_layer]
+
+        def hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+            sink.append((args[0] if args else kwargs["hidden_states"]).detach())
+
+        handle = layer.register_forward_pre_hook(hook, with_kwargs=True)
+        try:
+            yield
+        finally:
+            handle.remove()
 
     def encode_prompt(self, prompt: str) -> list[int]:
         """The prompt's token ids, with the tokenizer's special tokens (BOS)."""
@@ -354,7 +488,8 @@ class LMPolicy(torch.nn.Module):
         return out.logits[rows, lengths - 1 - offset], out.past_key_values, attention
 
     def _score_group(
-        self, prompt_ids: list[list[int]], candidates: list[list[list[int]]]
+        self, prompt_ids: list[list[int]], candidates: list[list[list[int]]],
+        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = None,
     ) -> list[torch.Tensor]:
         """Token log-probs of every candidate after its prompt, sharing each prompt's KV cache.
 
@@ -366,6 +501,10 @@ class LMPolicy(torch.nn.Module):
         come after every real token and never influence one under the causal mask. No attention
         row is ever fully masked, which keeps the result exact.
 
+        With ``lower`` (a list) and ``lora_layers`` set, per prompt one ``(prompt states (P_i, H),
+        [candidate states (n_k, H)])`` is appended: the hidden states entering the lowest adapted
+        layer, which the critic and the PPO update reuse.
+
         Returns:
             Per prompt, a ``(K_i, L)`` float32 tensor of log p(token j | prompt, tokens < j), 0 at
             pads (``L`` = the longest candidate of the group). Differentiable when grad is on.
@@ -376,18 +515,27 @@ class LMPolicy(torch.nn.Module):
         width = max(len(c) for c in flat)
         if width == 0:
             return [torch.zeros((k, 0), device=self.device) for k in counts]
-        first_logits, prefix_cache, prompt_mask = self._run_prompts(prompt_ids, lengths)
-        rows = torch.arange(len(prompt_ids), device=self.device)
-        owner = torch.repeat_interleave(rows, torch.tensor(counts, device=self.device))
-        cache = _select_cache(prefix_cache, owner)
-        cand_ids, cand_mask = self._right_padded(flat)
-        out = self._lm(
-            input_ids=cand_ids,
-            attention_mask=torch.cat([prompt_mask[owner], cand_mask], dim=1),
-            position_ids=lengths[owner, None] + torch.arange(width, device=self.device),
-            past_key_values=cache,
-            use_cache=True,
-        )
+        captured: list[torch.Tensor] | None = [] if lower is not None else None
+        with self._capture_lower(captured):
+            first_logits, prefix_cache, prompt_mask = self._run_prompts(prompt_ids, lengths)
+            rows = torch.arange(len(prompt_ids), device=self.device)
+            owner = torch.repeat_interleave(rows, torch.tensor(counts, device=self.device))
+            cache = _select_cache(prefix_cache, owner)
+            cand_ids, cand_mask = self._right_padded(flat)
+            out = self._lm(
+                input_ids=cand_ids,
+                attention_mask=torch.cat([prompt_mask[owner], cand_mask], dim=1),
+                position_ids=lengths[owner, None] + torch.arange(width, device=self.device),
+                past_key_values=cache,
+                use_cache=True,
+            )
+        if lower is not None and captured:
+            prompt_states, cand_states = captured
+            starts = [0, *torch.tensor(counts).cumsum(0).tolist()]
+            for i, p in enumerate(prompt_ids):
+                lower.append((prompt_states[i, : len(p)], [
+                    cand_states[row, : len(flat[row])] for row in range(starts[i], starts[i + 1])
+                ]))
         logits = torch.cat([first_logits[owner, None, :], out.logits[:, :-1, :]], dim=1)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         log_probs = log_probs.gather(-1, cand_ids.unsqueeze(-1)).squeeze(-1)
@@ -395,12 +543,14 @@ class LMPolicy(torch.nn.Module):
         return list(torch.split(log_probs, counts, dim=0))
 
     def _score_restricted(
-        self, prompts: Sequence[str], available_actions: Sequence[Sequence[str]]
+        self, prompts: Sequence[str], available_actions: Sequence[Sequence[str]],
+        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = None,
     ) -> list[tuple[list[list[int]], torch.Tensor, torch.Tensor]]:
         """Per prompt: (candidate token ids, token log-probs (K, L), normalised scores (K,)).
 
         Prompts are scored in groups whose cache (sum over candidates of prompt + candidate
-        tokens) stays within ``score_batch_tokens``; a prompt is never split.
+        tokens) stays within ``score_batch_tokens``; a prompt is never split. ``lower``: see
+        :meth:`_score_group` (filled in prompt order).
         """
         encoded = []
         for prompt, actions in zip(prompts, available_actions):
@@ -424,7 +574,7 @@ class LMPolicy(torch.nn.Module):
         token_log_probs: list[torch.Tensor | None] = [None] * len(encoded)
         for group in groups:
             scored = self._score_group([encoded[i][0] for i in group],
-                                       [encoded[i][1] for i in group])
+                                       [encoded[i][1] for i in group], lower)
             for i, lp in zip(group, scored):
                 token_log_probs[i] = lp
         normalise = NORMALIZATIONS[self.normalization]
@@ -590,10 +740,14 @@ class LMPolicy(torch.nn.Module):
         restricted = [i for i, a in enumerate(available_actions) if a is not None]
         open_rows = [i for i, a in enumerate(available_actions) if a is None]
         if restricted:
-            scored = self._score_restricted(
-                [prompts[i] for i in restricted], [list(available_actions[i]) for i in restricted]
+            lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = (
+                [] if self._reuse_from() > 0 else None
             )
-            for i, (candidates, log_probs, scores) in zip(restricted, scored):
+            scored = self._score_restricted(
+                [prompts[i] for i in restricted], [list(available_actions[i]) for i in restricted],
+                lower,
+            )
+            for j, (i, (candidates, log_probs, scores)) in enumerate(zip(restricted, scored)):
                 actions = list(available_actions[i])
                 policy = torch.log_softmax(scores, dim=0)
                 if greedy:
@@ -601,6 +755,14 @@ class LMPolicy(torch.nn.Module):
                 else:
                     index = int(_multinomial(policy.exp(), generator).item())
                 n_tokens = len(candidates[index])
+                if lower:
+                    # Keep the chosen sequence's frozen lower-layer states for the critic and
+                    # the PPO update (exact: nothing below the adapters ever changes).
+                    prompt_states, cand_states = lower[j]
+                    self._remember_lower(
+                        self.encode_prompt(prompts[i]) + list(candidates[index]),
+                        torch.cat([prompt_states, cand_states[index]], dim=0),
+                    )
                 samples[i] = ActionSample(
                     text=actions[index],
                     index=index,
@@ -621,7 +783,8 @@ class LMPolicy(torch.nn.Module):
         """Log-probs and entropies of given action tokens after their prompts, with gradients.
 
         The batch is right-padded inside; logits are computed only from the earliest action
-        position on, and the log-softmax is taken in float32.
+        position on, and the log-softmax is taken in float32. With ``lora_layers`` only the
+        adapted top layers run, from the cached (or once computed) frozen lower-layer states.
         """
         if len(prompts) != len(action_token_ids):
             raise ValueError(
@@ -634,12 +797,21 @@ class LMPolicy(torch.nn.Module):
         if batch == 0 or width == 0:
             empty = torch.zeros((batch, width), device=self.device)
             return TokenLogProbs(empty, empty.clone(), empty.bool())
-        ids, attention = self._right_padded([p + a for p, a in zip(prompt_ids, actions)])
+        sequences = [p + a for p, a in zip(prompt_ids, actions)]
         first = min(len(p) for p in prompt_ids) - 1  # earliest position that predicts an action
-        out = self._lm(
-            keep=int(ids.shape[1] - first), input_ids=ids, attention_mask=attention, use_cache=False
-        )
-        offset = ids.shape[1] - out.logits.shape[1]
+        if self._reuse_from() > 0:
+            # Only the adapted top layers run (and backpropagate) from the frozen lower states.
+            hidden, attention = self._padded_lower(sequences)
+            with self._only_layers(self.first_adapted_layer):
+                out = self._lm(keep=int(hidden.shape[1] - first), inputs_embeds=hidden,
+                               attention_mask=attention, use_cache=False)
+            total = hidden.shape[1]
+        else:
+            ids, attention = self._right_padded(sequences)
+            out = self._lm(keep=int(ids.shape[1] - first), input_ids=ids,
+                           attention_mask=attention, use_cache=False)
+            total = ids.shape[1]
+        offset = total - out.logits.shape[1]
         index = torch.zeros((batch, width), dtype=torch.long)
         targets = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((batch, width), dtype=torch.bool)
@@ -690,16 +862,24 @@ class LMPolicy(torch.nn.Module):
         if batch == 0:
             return (torch.zeros((0, width, self.hidden_size), device=self.device),
                     torch.zeros((0, width), dtype=torch.bool, device=self.device))
-        ids, attention = self._right_padded([p + a for p, a in zip(prompt_ids, actions)])
+        sequences = [p + a for p, a in zip(prompt_ids, actions)]
         index = torch.zeros((batch, width), dtype=torch.long)
         mask = torch.zeros((batch, width), dtype=torch.bool)
         for row, (p, a) in enumerate(zip(prompt_ids, actions)):
             index[row, : len(a) + 1] = torch.arange(len(p) - 1, len(p) + len(a))
             mask[row, : len(a) + 1] = True
         index, mask = index.to(self.device), mask.to(self.device)
-        with self._frozen_backbone() as backbone:
-            hidden = backbone(input_ids=ids, attention_mask=attention, use_cache=False)
-            hidden = hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]
+        if self._reuse_from() > 0:
+            # The layers below the adapters are the pre-trained ones: start from their cached
+            # output (e.g. from the scoring pass of act) and run only the top layers frozen.
+            lower, attention = self._padded_lower(sequences)
+            with self._frozen_backbone(), self._only_layers(self.first_adapted_layer) as top:
+                hidden = top(inputs_embeds=lower, attention_mask=attention, use_cache=False)
+        else:
+            ids, attention = self._right_padded(sequences)
+            with self._frozen_backbone() as backbone:
+                hidden = backbone(input_ids=ids, attention_mask=attention, use_cache=False)
+        hidden = hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]
         features = hidden.gather(1, index.unsqueeze(-1).expand(-1, -1, hidden.shape[-1])).float()
         return features * mask.unsqueeze(-1), mask
 
@@ -780,6 +960,11 @@ class LLMAgent:
             greedy=self.greedy,
         )
         return [s.text for s in samples]
+
+
+def _text_config(model: torch.nn.Module) -> Any:
+    config = model.config
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
 def _decoder_of(model: torch.nn.Module) -> torch.nn.Module:

@@ -40,6 +40,7 @@ __all__ = [
     "clipped_value_loss",
     "approx_kl_k3",
     "accumulate_policy_gradients",
+    "policy_chunks",
     "ppo_update",
     "make_adamw",
     "PPOAgent",
@@ -62,6 +63,10 @@ class PPOSettings:
         max_grad_norm: global grad-norm clip of each network.
         target_kl: skip a minibatch's policy step when its k3 KL exceeds this (None: never).
         normalize_advantages: normalise advantages per minibatch over real entries.
+        max_chunk_tokens: when set (and the batch knows its samples' ``sizes``), each
+            minibatch's policy pass is split into length-sorted chunks of at most this many
+            padded tokens instead of ``grad_accum_steps`` equal chunks (same gradient: the
+            accumulation is exact; less padding).
     """
 
     epochs: int = 1
@@ -73,6 +78,7 @@ class PPOSettings:
     max_grad_norm: float = 0.5
     target_kl: float | None = 0.02
     normalize_advantages: bool = True
+    max_chunk_tokens: int | None = None
 
 
 @dataclass
@@ -111,6 +117,9 @@ class PPOBatch:
     value_mask: torch.Tensor | None = None
     """``(B, L)`` bool where values are real, when it differs from ``mask`` (e.g. an empty
     generated action has a state value but no token to score)."""
+    sizes: torch.Tensor | None = None
+    """``(B,)`` tokens the policy pass runs per sample (prompt + action), for length-sorted
+    chunking (``PPOSettings.max_chunk_tokens``); None when unknown."""
 
     def __len__(self) -> int:
         return int(self.mask.shape[0])
@@ -125,6 +134,7 @@ class PPOBatch:
             old_values=self.old_values[index],
             mask=self.mask[index],
             value_mask=None if self.value_mask is None else self.value_mask[index],
+            sizes=None if self.sizes is None else self.sizes[index],
             extras={k: [v[i] for i in positions] for k, v in self.extras.items()},
         )
 
@@ -198,13 +208,36 @@ EvaluatePolicy = Callable[[PPOBatch], PolicyEvaluation]
 EvaluateValues = Callable[[PPOBatch], torch.Tensor]
 
 
+def policy_chunks(minibatch: PPOBatch, settings: PPOSettings) -> list[torch.Tensor]:
+    """How a minibatch's policy pass is split: index tensors into the minibatch.
+
+    By default ``grad_accum_steps`` equal consecutive chunks. With ``max_chunk_tokens`` and known
+    ``sizes``: samples sorted by size (longest first) and packed greedily into chunks whose
+    padded size (samples × longest) stays within the budget (a sample longer than the budget is
+    a chunk of its own). Every sample lands in exactly one chunk, so the accumulated gradient is
+    the same whatever the split.
+    """
+    size = len(minibatch)
+    if settings.max_chunk_tokens is None or minibatch.sizes is None:
+        return [c for c in torch.arange(size).tensor_split(settings.grad_accum_steps) if c.numel()]
+    lengths = minibatch.sizes.tolist()
+    order = sorted(range(size), key=lambda i: (-lengths[i], i))
+    chunks: list[list[int]] = []
+    for i in order:
+        if chunks and (len(chunks[-1]) + 1) * lengths[chunks[-1][0]] <= settings.max_chunk_tokens:
+            chunks[-1].append(i)
+        else:
+            chunks.append([i])
+    return [torch.tensor(c, dtype=torch.long) for c in chunks]
+
+
 def accumulate_policy_gradients(
     minibatch: PPOBatch,
     advantages: torch.Tensor,
     evaluate_policy: EvaluatePolicy,
     settings: PPOSettings,
 ) -> dict[str, float]:
-    """Backpropagate the minibatch's policy loss in ``grad_accum_steps`` chunks.
+    """Backpropagate the minibatch's policy loss in chunks (:func:`policy_chunks`).
 
     Every masked mean divides by the real-entry count of the whole minibatch, so the summed chunk
     gradients equal the gradient of the un-chunked loss.
@@ -213,11 +246,8 @@ def accumulate_policy_gradients(
         ``policy_loss``, ``entropy`` and ``approx_kl`` of the minibatch (floats).
     """
     count = minibatch.mask.sum().to(advantages.dtype).clamp(min=1.0)
-    chunks = torch.arange(len(minibatch)).tensor_split(settings.grad_accum_steps)
     totals = {"policy_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0}
-    for chunk_index in chunks:
-        if chunk_index.numel() == 0:
-            continue
+    for chunk_index in policy_chunks(minibatch, settings):
         chunk = minibatch.select(chunk_index)
         mask = chunk.mask
         chunk_advantages = advantages[chunk_index].to(mask.device)
@@ -406,22 +436,44 @@ class PPOAgent:
 
     def update(self, buffer: Any, generator: torch.Generator) -> dict[str, float]:
         """PPO epochs over the buffer (after :meth:`compute_advantages`); returns metrics."""
+        settings = self.config.ppo_settings()
+        batch = self.make_batch(buffer)
+        if settings.max_chunk_tokens is not None and batch.sizes is None:
+            batch.sizes = self.sample_sizes(batch)
         self.policy.model.train()
         try:
             return ppo_update(
-                self.make_batch(buffer),
+                batch,
                 evaluate_policy=self.evaluate_policy,
                 evaluate_values=self.evaluate_values,
                 policy_parameters=self.policy.trainable_parameters(),
                 critic_parameters=list(self.critic.parameters()),
                 policy_optimizer=self.policy_optimizer,
                 critic_optimizer=self.critic_optimizer,
-                settings=self.config.ppo_settings(),
+                settings=settings,
                 generator=generator,
                 update_policy=self.config.train_policy,
             )
         finally:
             self.policy.model.eval()
+
+    def sample_sizes(self, batch: PPOBatch) -> torch.Tensor:
+        """``(B,)`` tokens the policy pass runs per sample, for length-sorted chunking.
+
+        Read from the batch's ``extras``: the prompt's tokens plus the action's (``token_ids``)
+        or all offered candidates' (``available_actions``, scored after one shared prompt).
+        """
+        extras = batch.extras
+        sizes = []
+        for i, prompt in enumerate(extras["prompts"]):
+            n = len(self.policy.encode_prompt(prompt))
+            if "token_ids" in extras:
+                n += len(extras["token_ids"][i])
+            elif extras.get("available_actions") is not None:
+                actions = extras["available_actions"][i] or []
+                n += sum(len(self.policy.encode_action(prompt, a)) for a in actions)
+            sizes.append(n)
+        return torch.tensor(sizes, dtype=torch.long)
 
     def state_dict(self) -> dict[str, Any]:
         """Critic weights and both optimiser states (the adapter is saved by the policy)."""

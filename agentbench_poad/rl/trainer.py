@@ -104,7 +104,8 @@ def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) 
     generation = GenerationSettings(temperature=config.temperature, top_k=config.top_k,
                                     max_new_tokens=config.max_new_tokens)
     policy = LMPolicy(str(model), lora=lora, dtype=config.dtype, device=config.device,
-                      normalization=config.normalization, generation=generation)
+                      normalization=config.normalization, generation=generation,
+                      lora_layers=config.lora_layers, frozen_cache_tokens=config.frozen_cache_tokens)
     generator = torch.Generator().manual_seed(_derived_seed(seed, _ADAPTER))
     with torch.no_grad():
         for name, param in sorted(policy.model.named_parameters()):
