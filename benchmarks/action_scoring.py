@@ -33,9 +33,9 @@ from collections.abc import Callable
 
 import gymnasium as gym
 import torch
+from _bench_model import resolve_model
 
 import agentbench_poad  # noqa: F401  (registers the environments)
-from _bench_model import resolve_model
 from agentbench_poad.rl.policy import LMPolicy
 
 

@@ -32,8 +32,8 @@ import time
 
 import gymnasium as gym
 import torch
-
 from _bench_model import resolve_model
+
 from agentbench_poad.baselines.poad import POAD, POADConfig
 from agentbench_poad.rl.buffer import RolloutBuffer
 from agentbench_poad.rl.trainer import build_policy

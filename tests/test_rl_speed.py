@@ -143,6 +143,43 @@ def test_states_captured_while_scoring_give_the_same_critic_features(top_policy,
                                rtol=1e-5)
 
 
+def _one_forward_per_candidate(policy: LMPolicy, prompt_ids, tokens):
+    ids = torch.tensor([prompt_ids + tokens])
+    with torch.no_grad():
+        logits = policy.model(input_ids=ids).logits[0].float()
+    log_probs = torch.log_softmax(logits[len(prompt_ids) - 1 : -1], dim=-1)
+    return log_probs.gather(-1, ids[0, len(prompt_ids) :, None])[:, 0]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(groups=st.lists(
+    st.tuples(st.integers(1, 30),
+              st.lists(st.lists(st.integers(3, 200), max_size=6), min_size=1, max_size=7)),
+    min_size=1, max_size=3), capture=st.booleans())
+def test_packed_candidate_scoring_equals_one_forward_per_candidate(top_policy, groups, capture):
+    prompt_ids = [[1] + [(7 * i + 3 * n) % 200 + 3 for n in range(length)]
+                  for i, (length, _) in enumerate(groups)]
+    candidates = [cands for _, cands in groups]
+    assume(any(c for group in candidates for c in group))
+    lower: list | None = [] if capture else None
+    with torch.no_grad():
+        scored = top_policy._score_group(prompt_ids, candidates, lower)
+    for p, group, log_probs in zip(prompt_ids, candidates, scored):
+        assert log_probs.shape[0] == len(group)
+        for k, tokens in enumerate(group):
+            torch.testing.assert_close(log_probs[k, : len(tokens)],
+                                       _one_forward_per_candidate(top_policy, p, tokens),
+                                       atol=1e-5, rtol=1e-5)
+            assert torch.all(log_probs[k, len(tokens) :] == 0)
+    if capture:  # the captured states are those of a plain pass through the lower layers
+        assert len(lower) == len(prompt_ids)
+        for p, group, (prompt_states, cand_states) in zip(prompt_ids, candidates, lower):
+            for tokens, states in zip(group, cand_states):
+                (expected,) = top_policy._lower_hidden([p + tokens])
+                torch.testing.assert_close(torch.cat([prompt_states, states]), expected,
+                                           atol=1e-5, rtol=1e-5)
+
+
 def test_act_is_unchanged_by_lora_layers_reuse(top_policy):
     prompts = ["Kitchen: a tomato", "Kitchen: a bowl and a board here"]
     offered = [["pick up the tomato", "chop"], ["walk to the board", "serve", "take the bowl"]]

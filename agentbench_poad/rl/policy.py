@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections import OrderedDict
 import math
 import re
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,16 +161,6 @@ def _forward_accepts(model: torch.nn.Module, name: str) -> bool:
         return name in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):  # pragma: no cover - exotic wrappers
         return False
-
-
-def _select_cache(cache: Any, rows: torch.Tensor) -> Any:
-    """The cache with batch rows ``rows`` (repeats allowed): row ``i`` of the result is
-    ``cache`` row ``rows[i]``. Differentiable: gradients flow back to the prompt pass."""
-    if hasattr(cache, "batch_select_indices"):  # transformers Cache objects (in place)
-        cache.batch_select_indices(rows)
-        return cache
-    # Legacy tuple-of-tuples caches (older transformers).
-    return tuple(tuple(t[rows] for t in layer) for layer in cache)
 
 
 class LMPolicy(torch.nn.Module):
@@ -493,13 +483,16 @@ class LMPolicy(torch.nn.Module):
     ) -> list[torch.Tensor]:
         """Token log-probs of every candidate after its prompt, sharing each prompt's KV cache.
 
-        The prompts run once, right-padded in one batch, with ``use_cache=True``. Each prompt's
-        cached keys/values are then repeated for its candidates, and all candidates of all
-        prompts run in one forward pass: candidate ``k`` of prompt ``i`` attends to prompt
-        ``i``'s real tokens (its pad slots are masked out) and to its own earlier tokens, with
-        position ids continuing from prompt ``i``'s length. Candidates are right-padded, so pads
-        come after every real token and never influence one under the causal mask. No attention
-        row is ever fully masked, which keeps the result exact.
+        The prompts run once, right-padded in one batch, with ``use_cache=True``; the logits at
+        each prompt's last real token give every candidate's first token. Then one more forward
+        pass runs, per prompt, all its candidates *packed into one sequence* after its cached
+        prompt: token ``j`` of candidate ``k`` sits at position ``len(prompt) + j`` and a 4-D
+        attention mask lets it see the prompt's real tokens and candidate ``k``'s earlier tokens
+        only (a tree of candidates over one prefix). The prompt's cache is never copied per
+        candidate and nothing is padded per candidate. A candidate's last token predicts nothing
+        that is scored, so it is not run at all (unless its hidden states are wanted for
+        ``lower``). Every attention row sees at least one real prompt token, which keeps the
+        result exact (equal to one plain forward per prompt + candidate).
 
         With ``lower`` (a list) and ``lora_layers`` set, per prompt one ``(prompt states (P_i, H),
         [candidate states (n_k, H)])`` is appended: the hidden states entering the lowest adapted
@@ -509,37 +502,85 @@ class LMPolicy(torch.nn.Module):
             Per prompt, a ``(K_i, L)`` float32 tensor of log p(token j | prompt, tokens < j), 0 at
             pads (``L`` = the longest candidate of the group). Differentiable when grad is on.
         """
-        lengths = torch.tensor([len(p) for p in prompt_ids], device=self.device)
+        batch = len(prompt_ids)
         counts = [len(c) for c in candidates]
         flat = [c for group in candidates for c in group]
         width = max(len(c) for c in flat)
         if width == 0:
             return [torch.zeros((k, 0), device=self.device) for k in counts]
-        captured: list[torch.Tensor] | None = [] if lower is not None else None
+        lengths = torch.tensor([len(p) for p in prompt_ids], device=self.device)
+        capture = lower is not None and self._reuse_from() > 0
+        # Tokens fed after each prompt: every candidate minus its last token (all of it when its
+        # hidden states are captured), packed one candidate after the other.
+        fed = [[c if capture else c[:-1] for c in group] for group in candidates]
+        starts = [[0] * len(group) for group in fed]
+        for i, group in enumerate(fed):
+            at = 0
+            for k, tokens in enumerate(group):
+                starts[i][k] = at
+                at += len(tokens)
+        packed = max(sum(len(t) for t in group) for group in fed)
+        captured: list[torch.Tensor] | None = [] if capture else None
         with self._capture_lower(captured):
-            first_logits, prefix_cache, prompt_mask = self._run_prompts(prompt_ids, lengths)
-            rows = torch.arange(len(prompt_ids), device=self.device)
-            owner = torch.repeat_interleave(rows, torch.tensor(counts, device=self.device))
-            cache = _select_cache(prefix_cache, owner)
-            cand_ids, cand_mask = self._right_padded(flat)
-            out = self._lm(
-                input_ids=cand_ids,
-                attention_mask=torch.cat([prompt_mask[owner], cand_mask], dim=1),
-                position_ids=lengths[owner, None] + torch.arange(width, device=self.device),
-                past_key_values=cache,
-                use_cache=True,
-            )
-        if lower is not None and captured:
-            prompt_states, cand_states = captured
-            starts = [0, *torch.tensor(counts).cumsum(0).tolist()]
+            first_logits, cache, prompt_mask = self._run_prompts(prompt_ids, lengths)
+            packed_logits = None
+            if packed:
+                width_p = prompt_mask.shape[1]
+                ids = torch.full((batch, packed), self.pad_token_id, dtype=torch.long)
+                positions = torch.zeros((batch, packed), dtype=torch.long)
+                allowed = torch.zeros((batch, packed, width_p + packed), dtype=torch.bool)
+                allowed[:, :, :width_p] = prompt_mask.bool().cpu()[:, None, :]
+                for i, group in enumerate(fed):
+                    for k, tokens in enumerate(group):
+                        at, n = starts[i][k], len(tokens)
+                        if n == 0:
+                            continue
+                        ids[i, at : at + n] = torch.as_tensor(tokens, dtype=torch.long)
+                        positions[i, at : at + n] = len(prompt_ids[i]) + torch.arange(n)
+                        block = width_p + at
+                        allowed[i, at : at + n, block : block + n] = torch.ones(
+                            (n, n), dtype=torch.bool).tril()
+                dtype = first_logits.dtype if first_logits.is_floating_point() else torch.float32
+                mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(
+                    ~allowed, torch.finfo(dtype).min)[:, None]
+                out = self._lm(
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    position_ids=positions.to(self.device),
+                    past_key_values=cache,
+                    use_cache=True,
+                )
+                packed_logits = out.logits.reshape(batch * packed, -1)
+        if capture and captured:
+            prompt_states = captured[0]
+            cand_states = captured[1] if len(captured) > 1 else None
             for i, p in enumerate(prompt_ids):
                 lower.append((prompt_states[i, : len(p)], [
-                    cand_states[row, : len(flat[row])] for row in range(starts[i], starts[i + 1])
+                    cand_states[i, starts[i][k] : starts[i][k] + len(c)] if cand_states is not None
+                    else prompt_states.new_zeros((0, prompt_states.shape[-1]))
+                    for k, c in enumerate(candidates[i])
                 ]))
-        logits = torch.cat([first_logits[owner, None, :], out.logits[:, :-1, :]], dim=1)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        log_probs = log_probs.gather(-1, cand_ids.unsqueeze(-1)).squeeze(-1)
-        log_probs = log_probs.masked_fill(~cand_mask.bool(), 0.0)
+        # One row of logits per scored token: the prompt's last position for token 0, the packed
+        # position of token j - 1 for token j.
+        source, out_row, out_col, targets = [], [], [], []
+        row = 0
+        for i, group in enumerate(candidates):
+            for k, tokens in enumerate(group):
+                for j, token in enumerate(tokens):
+                    source.append(i if j == 0 else batch + i * packed + starts[i][k] + j - 1)
+                    out_row.append(row)
+                    out_col.append(j)
+                    targets.append(token)
+                row += 1
+        table = first_logits if packed_logits is None else torch.cat([first_logits, packed_logits])
+        chosen = table[torch.tensor(source, device=self.device)]
+        scored = torch.log_softmax(chosen.float(), dim=-1).gather(
+            -1, torch.tensor(targets, device=self.device)[:, None])[:, 0]
+        log_probs = torch.zeros((len(flat), width), device=self.device, dtype=scored.dtype)
+        log_probs = log_probs.index_put(
+            (torch.tensor(out_row, device=self.device), torch.tensor(out_col, device=self.device)),
+            scored,
+        )
         return list(torch.split(log_probs, counts, dim=0))
 
     def _score_restricted(
