@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="model directory (default: see above)")
     parser.add_argument("--env", default="Overcooked-TomatoSalad-v0")
     parser.add_argument("--num-envs", type=int, default=4)
-    parser.add_argument("--rollout-length", type=int, default=16)
+    parser.add_argument("--rollout-length", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--num-minibatches", type=int, default=2)
     parser.add_argument("--grad-accum-steps", type=int, default=1)

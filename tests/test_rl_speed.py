@@ -132,7 +132,7 @@ def test_states_captured_while_scoring_give_the_same_critic_features(top_policy,
     # act() cached exactly the chosen sequences, from its shared-prefix scoring pass.
     assert set(top_policy._frozen_cache) == {
         tuple(top_policy.encode_prompt(p) + t) for p, t in zip(prompts, tokens)
-    }
+    } | {tuple(top_policy.encode_prompt(p)) for p in prompts}
     reused, mask = top_policy.critic_features(prompts, tokens)
     with _plain(top_policy):
         plain, plain_mask = top_policy.critic_features(prompts, tokens)

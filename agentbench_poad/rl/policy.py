@@ -800,10 +800,11 @@ class LMPolicy(torch.nn.Module):
                     # Keep the chosen sequence's frozen lower-layer states for the critic and
                     # the PPO update (exact: nothing below the adapters ever changes).
                     prompt_states, cand_states = lower[j]
-                    self._remember_lower(
-                        self.encode_prompt(prompts[i]) + list(candidates[index]),
-                        torch.cat([prompt_states, cand_states[index]], dim=0),
-                    )
+                    prompt_ids = self.encode_prompt(prompts[i])
+                    self._remember_lower(prompt_ids + list(candidates[index]),
+                                         torch.cat([prompt_states, cand_states[index]], dim=0))
+                    # The prompt alone too: an action-level critic (TWOSOME) reads only it.
+                    self._remember_lower(prompt_ids, prompt_states.clone())
                 samples[i] = ActionSample(
                     text=actions[index],
                     index=index,
