@@ -278,6 +278,15 @@ class LMPolicy(torch.nn.Module):
             object.__setattr__(self, "_frozen_model", frozen.eval())
         self.model.eval()
         self.hidden_size: int = int(_text_config(self._hf_model()).hidden_size)
+        if lora_layers is not None:
+            decoder = _decoder_of(self._hf_model())
+            if not isinstance(getattr(decoder, "layers", None), torch.nn.ModuleList) or not hasattr(
+                decoder, "norm"
+            ):
+                raise ValueError(
+                    f"lora_layers needs a Llama-style decoder (.layers and .norm, as Llama, "
+                    f"Mistral, Qwen2 have); {type(decoder).__name__} has not: use lora_layers=None"
+                )
         self._keep_logits = _forward_accepts(self._hf_model(), "logits_to_keep")
         eos = self.tokenizer.eos_token_id
         eos_ids = {eos} if eos is not None else set()
@@ -431,16 +440,26 @@ class LMPolicy(torch.nn.Module):
         tokenizer merges across the prompt's end (its prefix tokens change), the action's tokens
         are the last ``len(tokens(action))`` tokens of the joint encoding, the reference's rule.
         """
-        prompt_ids = self.encode_prompt(prompt)
-        full = list(
-            self.tokenizer(prompt + self.action_separator + action, add_special_tokens=True)[
-                "input_ids"
-            ]
-        )
-        if full[: len(prompt_ids)] == prompt_ids:
-            return full[len(prompt_ids) :]
-        alone = list(self.tokenizer(action, add_special_tokens=False)["input_ids"])
-        return full[-len(alone) :] if alone else []
+        return self._encode_action(prompt, self.encode_prompt(prompt), action)
+
+    def _encode_action(self, prompt: str, prompt_ids: list[int], action: str) -> list[int]:
+        """:meth:`encode_action` with the prompt's ids already known."""
+        return self._encode_actions(prompt, prompt_ids, [action])[0]
+
+    def _encode_actions(self, prompt: str, prompt_ids: list[int], actions: Sequence[str]
+                        ) -> list[list[int]]:
+        """:meth:`encode_action` of several actions after one prompt (one tokenizer call)."""
+        joint = self.tokenizer([prompt + self.action_separator + a for a in actions],
+                               add_special_tokens=True)["input_ids"]
+        encoded = []
+        for action, full in zip(actions, joint):
+            full = list(full)
+            if full[: len(prompt_ids)] == prompt_ids:
+                encoded.append(full[len(prompt_ids) :])
+                continue
+            alone = list(self.tokenizer(action, add_special_tokens=False)["input_ids"])
+            encoded.append(full[-len(alone) :] if alone else [])
+        return encoded
 
     def _right_padded(
         self, sequences: Sequence[Sequence[int]]
@@ -599,8 +618,9 @@ class LMPolicy(torch.nn.Module):
                 raise ValueError(
                     "available_actions is an empty list; pass None for open-action environments"
                 )
+            prompt_ids = self.encode_prompt(prompt)
             encoded.append(
-                (self.encode_prompt(prompt), [self.encode_action(prompt, a) for a in actions])
+                (prompt_ids, self._encode_actions(prompt, prompt_ids, list(actions)))
             )
         groups: list[list[int]] = []
         used = 0
