@@ -172,6 +172,21 @@ class EnvFacts:
 _FACTS: dict[str, EnvFacts] = {}
 
 
+def _recorded(env_id: str) -> EnvFacts | None:
+    """The recorded facts of ``env_id`` while gymnasium still holds the registration they describe.
+
+    An id removed from ``gym.registry``, or registered again by someone else with another entry
+    point or kwargs, is no longer described by what :func:`register_family` recorded.
+    """
+    facts = _FACTS.get(env_id)
+    spec = gym.registry.get(env_id)
+    if facts is None or spec is None:
+        return None
+    if spec.entry_point != facts.entry_point or spec.kwargs != dict(facts.kwargs):
+        return None
+    return facts
+
+
 def register_family(family: EnvFamily, tasks: Iterable[TaskRow]) -> tuple[str, ...]:
     """Register one id per task row with gymnasium and record its facts.
 
@@ -235,7 +250,7 @@ def env_facts(env_id: str) -> EnvFacts:
     if ":" in env_id:  # gymnasium's "module:id" form: the module registers the id
         module, env_id = env_id.split(":", 1)
         importlib.import_module(module)
-    facts = _FACTS.get(env_id)
+    facts = _recorded(env_id)
     if facts is not None:
         return facts
     spec = gym.registry.get(env_id)
@@ -261,8 +276,8 @@ def family_of_env(env: gym.Env) -> str | None:
     answers from the family whose registered entry point is that class.
     """
     spec = env.unwrapped.spec
-    if spec is not None and spec.id in _FACTS:
-        return _FACTS[spec.id].family
+    if spec is not None and (facts := _recorded(spec.id)) is not None:
+        return facts.family
     cls = type(env.unwrapped)
     for facts in _FACTS.values():
         entry = facts.entry_point
@@ -278,7 +293,8 @@ def registered_ids(family: str | None = None) -> list[str]:
     lists the case-study toys, which the default leaves out).
     """
     wanted = BENCHMARK_FAMILIES if family is None else (family,)
-    return sorted(env_id for env_id, facts in _FACTS.items() if facts.family in wanted)
+    return sorted(env_id for env_id, facts in _FACTS.items()
+                  if facts.family in wanted and _recorded(env_id) is not None)
 
 
 def paper_layout(table: str) -> tuple[str, ...]:
@@ -288,4 +304,5 @@ def paper_layout(table: str) -> tuple[str, ...]:
     (Food Preparation, then its variants as columns) and ``paper_layout("Table 4")`` the
     DataSciCoding datasets of the paper's comparison with CAAFE (rows).
     """
-    return tuple(env_id for env_id, facts in _FACTS.items() if table in facts.paper_tables)
+    return tuple(env_id for env_id, facts in _FACTS.items()
+                 if table in facts.paper_tables and _recorded(env_id) is not None)

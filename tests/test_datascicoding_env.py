@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agentbench_poad import check_text_env
+from agentbench_poad import check_text_env, env_facts
 from agentbench_poad.baselines.oracle import make_oracle
 from agentbench_poad.baselines.oracle_datascicoding import ORACLE_BODIES
 from agentbench_poad.environments import registered_ids
@@ -53,7 +53,7 @@ def test_every_dataset_is_registered():
 
 @pytest.mark.parametrize("env_id", DSC_IDS)
 def test_check_text_env(env_id, tmp_path, monkeypatch):
-    spec = ds.get_spec(env_id[len("DataSciCoding-"):-len("-v0")])
+    spec = ds.get_spec(env_facts(env_id).task)
     if not spec.offline:
         cache = tmp_path / "cache"
         monkeypatch.setenv(ds.CACHE_ENV_VAR, str(cache))

@@ -8,12 +8,12 @@ import sys
 import gymnasium as gym
 import pytest
 
-from agentbench_poad import check_text_env
+from agentbench_poad import check_text_env, env_facts
 from agentbench_poad.environments import describe, registered_ids
 
 # DataSciCoding ids run code in a sandbox and some need a dataset cache; their conformance test
 # (test_datascicoding_env.py) covers every one of them with a cache the test creates.
-RESTRICTED_IDS = [i for i in registered_ids() if not i.startswith("DataSciCoding-")]
+RESTRICTED_IDS = [i for i in registered_ids() if env_facts(i).actions == "restricted"]
 
 
 def test_registry_is_not_empty():
