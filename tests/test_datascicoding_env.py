@@ -392,7 +392,8 @@ def test_oracle_solves_a_cached_network_dataset(tmp_path, monkeypatch):
 
 
 def _vector_env_factory():
-    return gym.make("DataSciCoding-iris-v0", sandbox="process", limits=LIMITS)
+    # The `module:` form registers the ids in the worker process whatever its start method.
+    return gym.make("agentbench_poad:DataSciCoding-iris-v0", sandbox="process", limits=LIMITS)
 
 
 def test_async_vector_env_runs_four_envs(monkeypatch):

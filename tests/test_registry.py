@@ -133,3 +133,17 @@ def test_registration_survives_any_import_order(first_import):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "VirtualHome-Cheese-v0"
+
+
+def test_spawned_vector_workers_register_through_the_module_form():
+    """`gym.make_vec` with the `module:` form, workers in fresh (spawned) interpreters."""
+    code = (
+        "import gymnasium as gym\n"
+        "envs = gym.make_vec('agentbench_poad:Overcooked-TomatoSalad-v0', num_envs=2,\n"
+        "                    vectorization_mode='async',\n"
+        "                    vector_kwargs={'context': 'spawn', 'shared_memory': False})\n"
+        "obs, infos = envs.reset(seed=0)\n"
+        "envs.close()\n"
+        "print(len(obs), all(isinstance(o, str) for o in obs))\n"
+    )
+    assert _fresh(code) == "2 True"
