@@ -201,14 +201,14 @@ def register_family(family: EnvFamily, tasks: Iterable[TaskRow]) -> tuple[str, .
         The ids of the rows, in row order.
 
     Raises:
-        ValueError: two rows with the same name.
+        ValueError: two rows with the same name (nothing is registered then).
     """
-    ids: list[str] = []
-    for row in tasks:
-        env_id = f"{family.id_prefix}-{row.name}-v{family.version}"
-        if env_id in ids:
+    rows = list(tasks)
+    ids = [f"{family.id_prefix}-{row.name}-v{family.version}" for row in rows]
+    for env_id, row in zip(ids, rows):  # check the whole table before registering any of it
+        if ids.count(env_id) > 1:
             raise ValueError(f"family {family.name!r} lists task {row.name!r} twice")
-        ids.append(env_id)
+    for env_id, row in zip(ids, rows):
         kwargs = dict(row.kwargs)
         existing = gym.registry.get(env_id)
         if existing is None or not (existing.entry_point == family.entry_point
@@ -221,7 +221,7 @@ def register_family(family: EnvFamily, tasks: Iterable[TaskRow]) -> tuple[str, .
             actions=family.actions, metric=family.metric, success_rule=family.success_rule,
             paper_name=row.paper_name, paper_tables=tuple(row.paper_tables),
             description=row.description, entry_point=family.entry_point,
-            kwargs=MappingProxyType(kwargs), max_episode_steps=row.max_episode_steps,
+            kwargs=MappingProxyType(dict(kwargs)), max_episode_steps=row.max_episode_steps,
         )
     return tuple(ids)
 

@@ -111,7 +111,8 @@ def test_register_family_registers_rows_and_is_idempotent():
         assert "FactsToy-Short-v3" not in registered_ids()  # not a benchmark family
         assert registered_ids("factstoy") == sorted(ids)
         with pytest.raises(ValueError, match="twice"):
-            register_family(family, [rows[0], rows[0]])
+            register_family(family, [TaskRow("New"), rows[0], rows[0]])
+        assert "FactsToy-New-v3" not in gym.registry  # a bad table registers nothing
     finally:
         for env_id in ("FactsToy-Short-v3", "FactsToy-Long-v3"):
             gym.registry.pop(env_id, None)
