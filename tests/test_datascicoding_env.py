@@ -80,7 +80,7 @@ def test_make_needs_no_network_and_reset_names_the_fix(tmp_path, monkeypatch):
 
 
 def test_fresh_interpreter_make_opens_no_socket(tmp_path):
-    """`import gymnasium; gym.make("DataSciCoding-airlines-v0")` with every connect refused."""
+    """`import agentbench_poad; gym.make("DataSciCoding-airlines-v0")`, every connect refused."""
     import subprocess
     import sys
 
@@ -91,6 +91,7 @@ def test_fresh_interpreter_make_opens_no_socket(tmp_path):
         "socket.socket.connect = refuse\n"
         "socket.create_connection = refuse\n"
         "import gymnasium as gym\n"
+        "import agentbench_poad\n"
         "env = gym.make('DataSciCoding-airlines-v0')\n"
         "print(type(env.unwrapped).__name__, env.unwrapped.dataset_name)\n"
     )
