@@ -160,7 +160,7 @@ def record_from_runs(
             training env, else none).
         config: extra configuration stored in the record.
     """
-    from agentbench_poad.leaderboard.protocol import evaluate
+    from agentbench_poad.leaderboard.protocol import EvaluationPlan, Provenance, evaluate_plan
 
     run_dirs = [Path(r).resolve() for r in run_dirs]
     if not run_dirs:
@@ -201,24 +201,16 @@ def record_from_runs(
     suffix = None
     if env_id and train_env and env_id != train_env:
         suffix = "trainedon-" + str(train_env).split("-")[1] if "-" in str(train_env) else None
-    records = evaluate(
-        "agentbench_poad.leaderboard.from_run:load_run_agent",
-        [eval_env],
-        seeds=[int(s) for s in runs],
-        episodes=episodes,
-        agent_kwargs={"runs": runs, "greedy": greedy},
-        agent_name=agent,
+    plan = EvaluationPlan(
+        agent="agentbench_poad.leaderboard.from_run:load_run_agent", env_ids=(eval_env,),
+        seeds=tuple(int(s) for s in runs), episodes=episodes,
+        agent_kwargs={"runs": runs, "greedy": greedy}, env_kwargs=env_kwargs or {},
         action_timeout=action_timeout,
-        base_model=base_model,
-        adapter="LoRA (last checkpoint of each run)",
-        greedy=greedy,
-        learning_curve=curve if eval_env == train_env else None,
-        training=training,
-        config={"training_config": first, **(config or {})},
-        env_kwargs=env_kwargs,
-        command=command,
-        record_suffix=suffix,
-        progress=progress,
-        out_dir=out_dir,
     )
-    return records[0]
+    provenance = Provenance(
+        agent_name=agent, base_model=base_model, adapter="LoRA (last checkpoint of each run)",
+        greedy=greedy, learning_curve=curve if eval_env == train_env else None,
+        training=training, config={"training_config": first, **(config or {})},
+        command=command, record_suffix=suffix,
+    )
+    return evaluate_plan(plan, provenance, progress=progress, out_dir=out_dir)[0]
