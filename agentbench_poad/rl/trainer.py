@@ -297,19 +297,7 @@ def train(
     generators = {"actions": torch.Generator().manual_seed(_derived_seed(seed, _ACTIONS)),
                   "shuffle": torch.Generator().manual_seed(_derived_seed(seed, _SHUFFLE))}
     slots = [_EnvSlot(_make_env(env_id, env_kwargs), i) for i in range(config.num_envs)]
-    state = _Progress()
-    if checkpoint is not None:
-        saved_generators, saved = run.load_checkpoint(checkpoint, policy, agent)
-        for key, generator in generators.items():
-            generator.set_state(saved_generators[key])
-        state = _Progress(saved["update"], saved["env_steps"], saved["learning_curve"],
-                          saved["best_code"])
-        for slot, saved_env in zip(slots, saved["envs"]):
-            slot.episode = saved_env["episode"]
-            slot.replay(seed, saved_env["actions"])
-    else:
-        for slot in slots:
-            slot.start(seed)
+    state = _restore(run, checkpoint, policy, agent, generators, slots, seed)
     run.truncate_metrics(state.update)
     run.write_learning_curve(state.learning_curve)
 
@@ -335,18 +323,8 @@ def train(
             agent.compute_advantages(buffer)
             losses = agent.update(buffer, generators["shuffle"])
             state.update = update
-            returns = [r for r, _ in finished]
-            successes = [s for _, s in finished if s is not None]
-            metrics: dict[str, Any] = {
-                "update": update,
-                "env_steps": state.env_steps,
-                "episode_return_mean": float(np.mean(returns)) if returns else None,
-                "episodes": len(returns),
-                "success_rate": float(np.mean(successes)) if successes else None,
-                "reward_mean": float(buffer.rewards().mean()),
-                **{k: _finite_or_none(v) for k, v in losses.items()},
-                "steps_per_second": config.batch_size / max(time.perf_counter() - started, 1e-9),
-            }
+            metrics = _update_metrics(state, finished, buffer, losses,
+                                      config.batch_size / max(time.perf_counter() - started, 1e-9))
             if config.eval_every and (update % config.eval_every == 0 or update == num_updates):
                 point = curve_point(state.env_steps, evaluate_agent(
                     policy.as_agent(greedy=True), env_id, episodes=max(config.eval_episodes, 1),
@@ -371,6 +349,40 @@ def train(
         for slot in slots:
             slot.env.close()
     return run.path
+
+
+def _restore(run: RunDirectory, checkpoint: Path | None, policy: Any, agent: Any,
+             generators: dict[str, Any], slots: list[_EnvSlot], seed: int) -> _Progress:
+    """Load a checkpoint (weights, generators, unfinished episodes) or start every env afresh."""
+    if checkpoint is None:
+        for slot in slots:
+            slot.start(seed)
+        return _Progress()
+    saved_generators, saved = run.load_checkpoint(checkpoint, policy, agent)
+    for key, generator in generators.items():
+        generator.set_state(saved_generators[key])
+    for slot, saved_env in zip(slots, saved["envs"]):
+        slot.episode = saved_env["episode"]
+        slot.replay(seed, saved_env["actions"])
+    return _Progress(saved["update"], saved["env_steps"], saved["learning_curve"],
+                     saved["best_code"])
+
+
+def _update_metrics(state: _Progress, finished: list[tuple[float, bool | None]], buffer: Any,
+                    losses: dict[str, float], steps_per_second: float) -> dict[str, Any]:
+    """The metrics.jsonl line of an update (before any evaluation)."""
+    returns = [r for r, _ in finished]
+    successes = [s for _, s in finished if s is not None]
+    return {
+        "update": state.update,
+        "env_steps": state.env_steps,
+        "episode_return_mean": float(np.mean(returns)) if returns else None,
+        "episodes": len(returns),
+        "success_rate": float(np.mean(successes)) if successes else None,
+        "reward_mean": float(buffer.rewards().mean()),
+        **{k: _finite_or_none(v) for k, v in losses.items()},
+        "steps_per_second": steps_per_second,
+    }
 
 
 def _rollout(agent: Any, slots: list[_EnvSlot], config: PPOConfig, generator: Any,
