@@ -58,7 +58,14 @@ from agentbench_poad.leaderboard.records import (
     write_record,
 )
 
-__all__ = ["EvaluationPlan", "Provenance", "evaluate", "evaluate_plan", "output_path"]
+__all__ = [
+    "EvaluationPlan",
+    "Provenance",
+    "build_record",
+    "evaluate",
+    "evaluate_plan",
+    "output_path",
+]
 
 
 # -- what to score, and where it came from -------------------------------------------------------
@@ -256,10 +263,8 @@ def evaluate_plan(
     return records
 
 
-def _agent_name(plan: EvaluationPlan, env_id: str, provenance: Provenance) -> str:
-    """The board's name: the provenance's, else the agent's own (built once to ask it)."""
-    if provenance.agent_name:
-        return provenance.agent_name
+def _probe_name(plan: EvaluationPlan, env_id: str) -> str:
+    """The agent's own board name, from one agent built only to ask it."""
     source = load_factory(plan.agent) if isinstance(plan.agent, str) else plan.agent
     factory, _ = agent_factory(source, dict(plan.agent_kwargs))
     env = gym.make(env_id, **dict(plan.env_kwargs))
@@ -271,16 +276,22 @@ def _agent_name(plan: EvaluationPlan, env_id: str, provenance: Provenance) -> st
 
 def _record_env(plan: EvaluationPlan, env_id: str, provenance: Provenance,
                 out_dir: Path | str | None, bar: Any) -> dict[str, Any]:
+    """Play every seed's cell of one env id (resuming from the partial file) and write the record."""
     start = time.perf_counter()
-    name = _agent_name(plan, env_id, provenance)
-    record_id = make_record_id(env_id, name, provenance.base_model, provenance.record_suffix)
+    name = provenance.agent_name
+    if name is None and out_dir is not None and Path(out_dir).suffix != ".json":
+        name = _probe_name(plan, env_id)  # the partial file is named after the record id
+    # For a ``.json`` out_dir the path does not depend on the record id (nor on the name).
+    record_path = output_path(out_dir, make_record_id(env_id, name or "agent",
+                                                      provenance.base_model,
+                                                      provenance.record_suffix))
     fingerprint = _fingerprint({
-        "env": env_id, "env_kwargs": dict(plan.env_kwargs), "agent": plan.spec or name,
+        "env": env_id, "env_kwargs": dict(plan.env_kwargs),
+        "agent": plan.spec or name or _qualname(plan.agent),
         "agent_kwargs": dict(plan.agent_kwargs), "seeds": list(plan.seeds),
         "episodes": plan.episodes, "timeout": plan.action_timeout,
         "batch_size": plan.batch_size,
     })
-    record_path = output_path(out_dir, record_id)
     partial = _Partial(record_path.with_suffix(".partial.jsonl") if record_path else None,
                        fingerprint)
     cells: list[CellResult] = []
@@ -296,27 +307,59 @@ def _record_env(plan: EvaluationPlan, env_id: str, provenance: Provenance,
                 bar.update(1)
 
         cells.append(evaluate_cell(plan.cell(env_id, seed), done=done, on_episode=finished))
+    record = build_record(plan, env_id, cells, provenance,
+                          wall_time_s=time.perf_counter() - start, agent_name=name)
+    if record_path is not None:
+        write_record(record_path, record)
+        partial.remove()
+    else:
+        from agentbench_poad.leaderboard.schema import validate_record
+
+        validate_record(record, source=f"record {record['record_id']}")
+    return record
+
+
+def build_record(plan: EvaluationPlan, env_id: str, cells: Sequence[CellResult],
+                 provenance: Provenance | None = None, *, wall_time_s: float = 0.0,
+                 agent_name: str | None = None) -> dict[str, Any]:
+    """The run record of one env id from its cells (one per seed of the plan, in seed order).
+
+    Executors that play the cells elsewhere (:meth:`EvaluationPlan.cell` gives each request)
+    assemble the record with this; :func:`evaluate_plan` does both in-process.
+
+    Args:
+        plan: the plan the cells belong to.
+        env_id: the env id of the cells.
+        cells: the runner's results, one per seed of ``plan.seeds``.
+        provenance: where the agent came from.
+        wall_time_s: the evaluation's wall time.
+        agent_name: the board's name (default: the provenance's, else the agent's own).
+    """
+    provenance = provenance or Provenance()
+    if [cell.seed for cell in cells] != list(plan.seeds) or any(c.env_id != env_id for c in cells):
+        raise ValueError(f"the cells ({[(c.env_id, c.seed) for c in cells]}) are not the plan's "
+                         f"seeds {list(plan.seeds)} on {env_id}")
+    name = agent_name or provenance.agent_name or cells[0].agent_name
     first = next((cell for cell in cells if cell.open_action), cells[0])
-    open_action, metric, success_rule = first.open_action, first.metric, first.success_rule
+    metric, spec = first.metric, plan.spec
     per_seed = [cell.seed_entry() for cell in cells]
-    spec = plan.spec
-    record = new_record(
-        record_id=record_id,
+    return new_record(
+        record_id=make_record_id(env_id, name, provenance.base_model, provenance.record_suffix),
         env={"id": env_id, "version": env_version(env_id), "family": env_family(env_id),
-             "open_action": open_action},
+             "open_action": first.open_action},
         agent={"name": name, "version": first.agent_version, "spec": spec,
                "kwargs": _jsonable(dict(plan.agent_kwargs))},
         model={"base": provenance.base_model, "adapter": provenance.adapter},
         protocol={
             "seeds": list(plan.seeds), "episodes_per_seed": plan.episodes, "metric": metric,
-            "success": success_rule, "action_timeout_s": plan.action_timeout,
+            "success": first.success_rule, "action_timeout_s": plan.action_timeout,
             "greedy": provenance.greedy, "reset_seed_rule": RESET_SEED_RULE,
             "batch_size": first.batch_size,
         },
         scores={"metric": metric, **summarize_seeds(per_seed), "per_seed": per_seed},
         learning_curve=provenance.learning_curve,
         training=provenance.training,
-        wall_time_s=time.perf_counter() - start,
+        wall_time_s=wall_time_s,
         config={
             "env_id": env_id, "env_kwargs": _jsonable(dict(plan.env_kwargs)), "agent_spec": spec,
             "agent_kwargs": _jsonable(dict(plan.agent_kwargs)), "seeds": list(plan.seeds),
@@ -325,14 +368,11 @@ def _record_env(plan: EvaluationPlan, env_id: str, provenance: Provenance,
         },
         command=provenance.command or "agentbench_poad.leaderboard.evaluate(...)",
     )
-    if record_path is not None:
-        write_record(record_path, record)
-        partial.remove()
-    else:
-        from agentbench_poad.leaderboard.schema import validate_record
 
-        validate_record(record, source=f"record {record_id}")
-    return record
+
+def _qualname(agent: Any) -> str:
+    target = agent if callable(agent) and not hasattr(agent, "act") else type(agent)
+    return f"{getattr(target, '__module__', '')}:{getattr(target, '__qualname__', repr(target))}"
 
 
 def output_path(out: Path | str | None, record_id: str) -> Path | None:

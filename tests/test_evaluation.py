@@ -271,3 +271,21 @@ def test_a_curve_point_and_a_board_score_of_the_same_checkpoint_agree(tiny_model
     printed = capsys.readouterr().out
     assert f"mean return: {point['eval_return']:.4f}" in printed
     assert f"success rate: {point['eval_success_rate']:.3f}" in printed
+
+
+def test_cells_played_apart_assemble_into_the_same_record():
+    """An executor may play a plan's cells elsewhere and assemble the record with build_record."""
+    from agentbench_poad.leaderboard.protocol import EvaluationPlan, build_record, evaluate_plan
+    from agentbench_poad.leaderboard.schema import validate_record
+
+    plan = EvaluationPlan(agent="agentbench_poad.baselines.random:RandomAgent",
+                          env_ids=(CORRIDOR_ID,), seeds=(0, 1), episodes=3)
+    cells = [evaluate_cell(pickle.loads(pickle.dumps(plan.cell(CORRIDOR_ID, seed))))
+             for seed in plan.seeds]
+    apart = build_record(plan, CORRIDOR_ID, cells)
+    (together,) = evaluate_plan(plan)
+    validate_record(apart)
+    assert apart["record_id"] == together["record_id"] == f"{CORRIDOR_ID}__random"
+    assert apart["scores"] == together["scores"] and apart["protocol"] == together["protocol"]
+    with pytest.raises(ValueError, match="not the plan's"):
+        build_record(plan, CORRIDOR_ID, cells[::-1])
