@@ -147,6 +147,7 @@ def record_from_runs(
     out_dir: Path | str | None = None,
     env_kwargs: dict[str, Any] | None = None,
     config: dict[str, Any] | None = None,
+    batch_size: int | None = None,
 ) -> dict[str, Any]:
     """Evaluate the final checkpoints of training runs and build one record.
 
@@ -159,6 +160,8 @@ def record_from_runs(
         env_kwargs: ``gym.make`` arguments (default: the runs' own when evaluating on their
             training env, else none).
         config: extra configuration stored in the record.
+        batch_size: episodes played in lockstep (default: all of a seed's, as the trainer's
+            learning curve plays them, so the record matches the curve's last point).
     """
     from agentbench_poad.leaderboard.protocol import EvaluationPlan, Provenance, evaluate_plan
 
@@ -205,7 +208,7 @@ def record_from_runs(
         agent="agentbench_poad.leaderboard.from_run:load_run_agent", env_ids=(eval_env,),
         seeds=tuple(int(s) for s in runs), episodes=episodes,
         agent_kwargs={"runs": runs, "greedy": greedy}, env_kwargs=env_kwargs or {},
-        action_timeout=action_timeout,
+        action_timeout=action_timeout, batch_size=batch_size,
     )
     provenance = Provenance(
         agent_name=agent, base_model=base_model, adapter="LoRA (last checkpoint of each run)",

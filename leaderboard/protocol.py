@@ -108,6 +108,8 @@ class EvaluationPlan:
             raise ValueError(f"episodes must be an int >= 1, got {self.episodes!r}")
         object.__setattr__(self, "agent_kwargs", MappingProxyType(dict(self.agent_kwargs)))
         object.__setattr__(self, "env_kwargs", MappingProxyType(dict(self.env_kwargs)))
+        for env_id in self.env_ids:  # the runner's checks, before any cell runs
+            self.cell(env_id, self.seeds[0])
 
     @property
     def spec(self) -> str | None:

@@ -289,3 +289,20 @@ def test_cells_played_apart_assemble_into_the_same_record():
     assert apart["scores"] == together["scores"] and apart["protocol"] == together["protocol"]
     with pytest.raises(ValueError, match="not the plan's"):
         build_record(plan, CORRIDOR_ID, cells[::-1])
+
+
+def test_evaluate_cli_batch_size_is_recorded_and_checked(tmp_path, capsys):
+    from agentbench_poad.cli import main
+    from agentbench_poad.leaderboard import read_record
+
+    out = tmp_path / "r.json"
+    assert main(["evaluate", "--agent", f"{HERE}:RandomBatchAgent", "--env", CORRIDOR_ID,
+                 "--episodes", "3", "--batch-size", "2", "--out", str(out),
+                 "--no-progress"]) == 0
+    record = read_record(out)
+    assert record["protocol"]["batch_size"] == 2
+    assert record["command"].endswith("--batch-size 2")
+    assert verify_record(record).exact_matches == 3
+    assert main(["evaluate", "--agent", f"{HERE}:RandomBatchAgent", "--env", CORRIDOR_ID,
+                 "--batch-size", "0", "--out", str(tmp_path / "x.json")]) == 2
+    assert "batch_size must be an int >= 1" in capsys.readouterr().err

@@ -100,6 +100,9 @@ def _add_agent_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--adapter", help="adapter of an LLM agent (provenance)")
     g.add_argument("--timeout", type=float, default=60.0,
                    help="per-action deadline in seconds (0: none)")
+    g.add_argument("--batch-size", type=int,
+                   help="episodes an agent with act_batch plays in lockstep (default: all of a "
+                        "seed's)")
     g.add_argument("--out", default="agentbench-runs/eval",
                    help="the record file (NAME.json) or a folder for <record_id>.json; the "
                         "resumable partial file goes next to it")
@@ -140,7 +143,8 @@ def canonical_command(args: argparse.Namespace) -> str:
                                  ("--name", args.name, None),
                                  ("--base-model", args.base_model, None),
                                  ("--adapter", args.adapter, None),
-                                 ("--timeout", args.timeout, 60.0)):
+                                 ("--timeout", args.timeout, 60.0),
+                                 ("--batch-size", args.batch_size, None)):
         if value != default:
             parts += [flag, str(value)]
     return " ".join(shlex.quote(part) for part in parts)
@@ -169,11 +173,14 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
         return die(str(exc))
     if args.env_id not in gym.registry:
         return die(f"unknown environment id {args.env_id!r}; see `agentbench-poad envs`")
-    plan = EvaluationPlan(
-        agent=args.agent, env_ids=(args.env_id,), seeds=tuple(_seeds(args)),
-        episodes=args.episodes, agent_kwargs=agent_kwargs, env_kwargs=env_kwargs,
-        action_timeout=args.timeout or None,
-    )
+    try:
+        plan = EvaluationPlan(
+            agent=args.agent, env_ids=(args.env_id,), seeds=tuple(_seeds(args)),
+            episodes=args.episodes, agent_kwargs=agent_kwargs, env_kwargs=env_kwargs,
+            action_timeout=args.timeout or None, batch_size=args.batch_size,
+        )
+    except ValueError as exc:
+        return die(str(exc))
     provenance = Provenance(agent_name=args.name, base_model=args.base_model,
                             adapter=args.adapter, command=canonical_command(args))
     (record,) = evaluate_plan(plan, provenance, out_dir=args.out, progress=not args.no_progress)
