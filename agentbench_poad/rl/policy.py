@@ -529,16 +529,33 @@ class LMPolicy(torch.nn.Module):
             return [torch.zeros((k, 0), device=self.device) for k in counts]
         lengths = torch.tensor([len(p) for p in prompt_ids], device=self.device)
         capture = lower is not None and self._reuse_from() > 0
-        # Tokens fed after each prompt: every candidate minus its last token (all of it when its
-        # hidden states are captured), packed one candidate after the other.
-        fed = [[c if capture else c[:-1] for c in group] for group in candidates]
-        starts = [[0] * len(group) for group in fed]
-        for i, group in enumerate(fed):
-            at = 0
-            for k, tokens in enumerate(group):
-                starts[i][k] = at
-                at += len(tokens)
-        packed = max(sum(len(t) for t in group) for group in fed)
+        # Per prompt, the candidates' tokens as a trie (a prefix shared by several candidates,
+        # such as " pick up the", runs once: in a causal model a token's states depend on its
+        # prefix only). A candidate's last token is left out unless its states are captured.
+        # paths[i][k][j] is the trie node of token j of candidate k.
+        tries: list[tuple[list[int], list[int], list[int]]] = []  # (tokens, parents, depths)
+        paths: list[list[list[int]]] = []
+        for group in candidates:
+            tokens_of: list[int] = []
+            parents: list[int] = []
+            depths: list[int] = []
+            children: dict[tuple[int, int], int] = {}
+            group_paths = []
+            for tokens in group:
+                path, parent = [], -1
+                for token in tokens if capture else tokens[:-1]:
+                    node = children.get((parent, token))
+                    if node is None:
+                        node = children[(parent, token)] = len(tokens_of)
+                        tokens_of.append(token)
+                        parents.append(parent)
+                        depths.append(0 if parent < 0 else depths[parent] + 1)
+                    path.append(node)
+                    parent = node
+                group_paths.append(path)
+            tries.append((tokens_of, parents, depths))
+            paths.append(group_paths)
+        packed = max(len(t[0]) for t in tries)
         captured: list[torch.Tensor] | None = [] if capture else None
         with self._capture_lower(captured):
             first_logits, cache, prompt_mask = self._run_prompts(prompt_ids, lengths)
@@ -549,16 +566,17 @@ class LMPolicy(torch.nn.Module):
                 positions = torch.zeros((batch, packed), dtype=torch.long)
                 allowed = torch.zeros((batch, packed, width_p + packed), dtype=torch.bool)
                 allowed[:, :, :width_p] = prompt_mask.bool().cpu()[:, None, :]
-                for i, group in enumerate(fed):
-                    for k, tokens in enumerate(group):
-                        at, n = starts[i][k], len(tokens)
-                        if n == 0:
-                            continue
-                        ids[i, at : at + n] = torch.as_tensor(tokens, dtype=torch.long)
-                        positions[i, at : at + n] = len(prompt_ids[i]) + torch.arange(n)
-                        block = width_p + at
-                        allowed[i, at : at + n, block : block + n] = torch.ones(
-                            (n, n), dtype=torch.bool).tril()
+                for i, (tokens_of, parents, depths) in enumerate(tries):
+                    n = len(tokens_of)
+                    if n == 0:
+                        continue
+                    ids[i, :n] = torch.as_tensor(tokens_of, dtype=torch.long)
+                    positions[i, :n] = len(prompt_ids[i]) + torch.as_tensor(depths)
+                    for node in range(n):  # a node sees itself and its ancestors
+                        ancestor = node
+                        while ancestor >= 0:
+                            allowed[i, node, width_p + ancestor] = True
+                            ancestor = parents[ancestor]
                 dtype = first_logits.dtype if first_logits.is_floating_point() else torch.float32
                 mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(
                     ~allowed, torch.finfo(dtype).min)[:, None]
@@ -575,18 +593,19 @@ class LMPolicy(torch.nn.Module):
             cand_states = captured[1] if len(captured) > 1 else None
             for i, p in enumerate(prompt_ids):
                 lower.append((prompt_states[i, : len(p)], [
-                    cand_states[i, starts[i][k] : starts[i][k] + len(c)] if cand_states is not None
+                    cand_states[i, torch.as_tensor(path, dtype=torch.long, device=self.device)]
+                    if cand_states is not None and path
                     else prompt_states.new_zeros((0, prompt_states.shape[-1]))
-                    for k, c in enumerate(candidates[i])
+                    for path in paths[i]
                 ]))
-        # One row of logits per scored token: the prompt's last position for token 0, the packed
-        # position of token j - 1 for token j.
+        # One row of logits per scored token: the prompt's last position for token 0, the trie
+        # node of the candidate's first j tokens for token j.
         source, out_row, out_col, targets = [], [], [], []
         row = 0
         for i, group in enumerate(candidates):
             for k, tokens in enumerate(group):
                 for j, token in enumerate(tokens):
-                    source.append(i if j == 0 else batch + i * packed + starts[i][k] + j - 1)
+                    source.append(i if j == 0 else batch + i * packed + paths[i][k][j - 1])
                     out_row.append(row)
                     out_col.append(j)
                     targets.append(token)
