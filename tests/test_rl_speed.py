@@ -29,6 +29,7 @@ from agentbench_poad.rl.ppo import (  # noqa: E402
     normalize_advantages,
     policy_chunks,
 )
+from tests.fixtures_rl import tiny_model_dir  # noqa: E402,F401
 from tests.test_rl_ppo import TinyPolicy, make_batch  # noqa: E402
 
 WORDS = ["pick", "up", "the", "tomato", "chop", "serve", "dish", "bowl", "walk", "to", "board"]
@@ -322,3 +323,26 @@ def test_poad_update_with_cached_states_and_sorted_chunks_equals_the_plain_updat
         torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
     for a, b in zip(plain.critic.parameters(), fast.critic.parameters()):
         torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
+
+
+# -- the benchmark scripts run (smoke; no timing is asserted) ----------------------------------
+
+
+@pytest.mark.parametrize("script, args", [
+    ("ppo_update.py", ["--num-envs", "2", "--rollout-length", "2", "--repeats", "1",
+                       "--lora-layers", "1", "--max-chunk-tokens", "256"]),
+    ("action_scoring.py", ["--num-envs", "2", "--repeats", "1", "--lora-layers", "1"]),
+])
+def test_speed_benchmarks_print_their_ratio(tiny_model_dir, script, args):  # noqa: F811
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / script), "--model", str(tiny_model_dir),
+         "--threads", "1", *args],
+        capture_output=True, text=True, timeout=600, cwd=root,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ratio:" in done.stdout and "goal" in done.stdout
