@@ -102,9 +102,9 @@ def test_report_tables(tmp_path, records):
     expected = ((poad["scores"]["mean"] - random["scores"]["mean"])
                 / (oracle["scores"]["mean"] - random["scores"]["mean"]))
     assert f"| {expected:.3f} |" in poad_row
-    # generalisation tables in the Table 1 layout (columns from paper_results.json's layout)
+    # generalisation tables in the Table 1 layout (columns from the env facts' paper layout)
     gen = text.split("\n## Generalisation")[1].split("\n## ")[0]
-    assert ("| agent | FoodPreparation (training task) | Cheese | Hamburger | Apple Pie | Pizza | "
+    assert ("| agent | Food Preparation (training task) | Cheese | Hamburger | Apple Pie | Pizza | "
             "Washing Plate | Laundry |") in gen
     assert re.search(r"\| poad \| -- \| [-\d.]+ ± [\d.]+ \(undiscounted\) \| -- ", gen)
     assert re.search(r"\| poad \| -- \| 1\.000 ± 0\.000 \| -- ", gen)
@@ -114,7 +114,7 @@ def test_report_tables(tmp_path, records):
     assert "poad: best code during training" in dsc
     assert "CAAFE (GPT-4) (paper, Table 4 / Appendix F)" in dsc
     assert re.search(r"\| iris \| 0\.750 ± 0\.000 \| .*0\.970 \| _--_ \|", dsc)
-    assert re.search(r"\| airlines \[OpenML\] \| (-- \| )+_0\.61 ± 0\.02_ \|", dsc)
+    assert re.search(r"\| airlines \| (-- \| )+_0\.61 ± 0\.02_ \|", dsc)
     # pairwise comparison with POAD, seeded bootstrap
     pair = text.split("Pairwise comparison")[1].split("## ")[0]
     assert f"| {CORRIDOR_ID} | oracle |" in pair and "| seeds |" in pair
@@ -190,7 +190,7 @@ def test_report_renders_in_headless_chromium(tmp_path, records):
                 "pairwise", "provenance"):
         assert f'class="{css}"' in html, css
     assert html.count("<svg") >= 4 and "<polyline" in html and "<polygon" in html
-    assert "FoodPreparation" in html and "TWOSOME (paper, Table 1 / Appendix H)" in html
+    assert "Food Preparation" in html and "TWOSOME (paper, Table 1 / Appendix H)" in html
 
     shot = tmp_path / "shot.png"
     run = _chromium(tmp_path, page, f"--screenshot={shot}", "--window-size=1200,2400",

@@ -19,7 +19,13 @@ from agentbench_poad.leaderboard.report import PAPER_RESULTS, build_model, load_
 from agentbench_poad.leaderboard.report.html_page import render_html
 from agentbench_poad.leaderboard.report.markdown import render_markdown
 from agentbench_poad.leaderboard.report.model import Paragraph, Table
-from agentbench_poad.leaderboard.report.paper import PaperResults, check_paper_data
+from agentbench_poad.leaderboard.report.paper import (
+    PaperResults,
+    check_paper_data,
+    layout_tasks,
+)
+from agentbench_poad.registration import EnvFamily, TaskRow, register_family
+from tests.test_leaderboard_toys import CorridorEnv
 
 RESULTS = Path(__file__).resolve().parents[1] / "leaderboard" / "results"
 BUILT = "2026-01-01T00:00:00+00:00"
@@ -46,23 +52,25 @@ def test_shipped_paper_file_covers_table1_and_table4(shipped):
     table1 = shipped.layouts["table1"]
     table4 = shipped.layouts["table4"]
     assert table1["tasks_as"] == "columns" and table4["tasks_as"] == "rows"
-    for layout in (table1, table4):
-        for task in layout["tasks"]:
-            assert task["env_id"] in registered, task
-    assert table1["trained_on"] in registered
-    # every (method, task, metric) cell of both tables is present exactly once
-    for name, layout in (("table1", table1), ("table4", table4)):
+    # the tasks are env facts: Food Preparation (the training task) and its six variants
+    tasks1, tasks4 = layout_tasks(table1), layout_tasks(table4)
+    assert tasks1[0] == (table1["trained_on"], "Food Preparation") and len(tasks1) == 7
+    assert len(tasks4) == 6 and all(e in registered for e, _ in tasks1 + tasks4)
+    # every (method, task, metric) cell of both tables is present exactly once; the paper's
+    # extraction holds the six unseen Table 1 columns, not the training task's
+    for name, layout, n_tasks in (("table1", table1, 6), ("table4", table4, 6)):
         cells = {(r["agent"], r["env_id"], r["metric"]) for r in shipped.in_layout(name)}
         assert len(cells) == len(shipped.in_layout(name))
-        per_method = len(layout["tasks"]) * (2 if name == "table1" else 1)
+        per_method = n_tasks * (2 if name == "table1" else 1)
         assert len(cells) == per_method * len(layout["methods"])
+    assert not {r["env_id"] for r in shipped.in_layout("table1")} & {table1["trained_on"]}
     for r in shipped.results:
         assert r["env_id"] in registered
         assert r["source"]["url"].startswith("https://arxiv.org/abs/2405.15821")
         assert r["source"]["where"].startswith(r["table"]) and r["source"]["reading"]
         assert 0.0 <= r["value"] <= 1.0
     for extra in (*shipped.datasets, *shipped.wall_time):
-        assert extra["env_id"] in registered and extra["source"]["where"]
+        assert extra["env_id"] in {e for e, _ in tasks4} and extra["source"]["where"]
     assert {x["benchmark"] for x in shipped.language_ability} == {
         "ARC-Challenge", "HellaSwag", "PIQA", "MMLU"}
 
@@ -89,7 +97,7 @@ def test_shipped_numbers_spot_check_against_the_paper_tables(shipped):
 
 @pytest.mark.parametrize("mutate, message", [
     (lambda d: d["results"][0].update(layout="table9"), "not in `layouts`"),
-    (lambda d: d["results"][0].update(env_id="VirtualHome-Entertainment-v0"), "does not list"),
+    (lambda d: d["results"][0].update(env_id="VirtualHome-Entertainment-v0"), "do not list"),
     (lambda d: d["results"].append(copy.deepcopy(d["results"][0])), "repeats the cell"),
     (lambda d: d["results"][0]["source"].pop("where"), "schema"),
     (lambda d: d["results"][0].update(value=0.7554), "make them agree"),
@@ -118,8 +126,9 @@ def test_model_sections_and_paper_rows(committed, shipped):
         "by-env", "learning-curves", "generalization", "datascicoding", "paper-tables",
         "pairwise", "provenance"]
     returns, success = report.section("generalization").tables()
-    assert returns.header[1] == "FoodPreparation (training task)"
-    assert list(returns.header[2:]) == [t["label"] for t in shipped.layouts["table1"]["tasks"]]
+    assert returns.header[1] == "Food Preparation (training task)"
+    assert list(returns.header[2:]) == [label for _, label in
+                                        layout_tasks(shipped.layouts["table1"])[1:]]
     poad = returns.row("POAD (paper, Table 1 / Appendix H)")
     assert poad.kind == "paper" and poad.cells[1:3] == ("--", "0.7553")
     assert poad.cells[returns.header.index("Apple Pie")] == "0.7650"  # as printed
@@ -146,16 +155,25 @@ def test_model_sections_and_paper_rows(committed, shipped):
 
 
 def test_layout_is_data_not_literals(committed, shipped):
-    """Another layout in the paper data moves the columns: the report holds no task list."""
-    layouts = dict(shipped.layouts)
-    layouts["table1"] = {**layouts["table1"], "trained_on": None, "tasks": [
-        {"label": "Salad A", "env_id": "Overcooked-TomatoSalad-v0"},
-        {"label": "Pie", "env_id": "VirtualHome-ApplePie-v0"}]}
-    paper = PaperResults(results=(), layouts=layouts)
-    returns, success = build_model(committed, paper, built=BUILT).section(
-        "generalization").tables()
-    assert returns.header == ("agent", "Salad A", "Pie")
-    assert success.row("oracle").cells[1:] == ("1.000 ± 0.000", "1.000 ± 0.000")
+    """Tasks of another table in the env facts move the columns: the report lists no task."""
+    family = EnvFamily("layouttoy", "LayoutToy", entry_point=CorridorEnv, version=0)
+    rows = [TaskRow("Second", {}, paper_name="Salad B", paper_tables=("Table 98",)),
+            TaskRow("First", {}, paper_name="Salad A", paper_tables=("Table 98",))]
+    try:
+        ids = register_family(family, rows)
+        layouts = dict(shipped.layouts)
+        layouts["table1"] = {**layouts["table1"], "env_facts_table": "Table 98",
+                             "trained_on": ids[1]}
+        paper = PaperResults(results=(), layouts=layouts)
+        records = [r for r in committed if r["env"]["family"] == "datascicoding"]
+        records = [dict(r, env=dict(r["env"], id=i)) for r in records[:1] for i in ids]
+        returns, success = build_model(records, paper, built=BUILT).section(
+            "generalization").tables()
+        assert returns.header == ("agent", "Salad B", "Salad A (training task)")
+        assert len(success.rows) == 1 and success.rows[0].cells[1] == success.rows[0].cells[2]
+    finally:
+        for env_id in ("LayoutToy-Second-v0", "LayoutToy-First-v0"):
+            gym.registry.pop(env_id, None)
     without = PaperResults(results=(), layouts={})
     para = build_model(committed, without, built=BUILT).section("generalization").paragraphs()
     assert "no 'table1' layout" in para[0].text

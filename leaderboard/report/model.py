@@ -21,8 +21,9 @@ Sections, in order (``Section.anchor`` in brackets):
 * the provenance of every row [``provenance``].
 
 Paper numbers are only ever in rows or columns of kind ``"paper"``, labelled "(paper, Table N)";
-they never enter a mean of ours. The paper's task layout comes from ``paper_results.json``
-(``layouts``), never from literals here.
+they never enter a mean of ours. The paper's task layout comes from the env facts
+(:func:`agentbench_poad.paper_layout`) and ``paper_results.json`` (``layouts``: orientation,
+methods), never from literals here.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_poad.leaderboard.records import mean_stderr, now_iso
-from agentbench_poad.leaderboard.report.paper import PaperResults
+from agentbench_poad.leaderboard.report.paper import PaperResults, layout_tasks
 from agentbench_poad.leaderboard.report.stats import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     bootstrap_difference,
     normalised,
 )
+from agentbench_poad.registration import UnknownEnvError, env_facts
 from agentbench_poad.version import __version__
 
 #: The agent every other agent is compared with.
@@ -194,21 +196,15 @@ class Report:
 
 
 # -- env facts ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _EnvFacts:
-    family: str
-    task: str
-
-
-def env_facts(env_id: str) -> _EnvFacts:
-    """Family and task of ``env_id`` (``Family-Task-vN``).
-
-    TODO(env_facts): replace this body with ``agentbench_poad.env_facts(env_id)`` (registration
-    lane) -- the only place the report derives facts from an id string.
-    """
-    family, _, rest = env_id.partition("-")
-    task = rest.rsplit("-", 1)[0] if "-" in rest else rest
-    return _EnvFacts(family=family.lower(), task=task or env_id)
+def _facts(env_id: str, records: Sequence[dict[str, Any]] = ()) -> tuple[str, str]:
+    """``(family, task)`` of ``env_id`` from the env facts; for an id this interpreter has not
+    registered (a record of another package's env), the family its records carry and the id."""
+    try:
+        facts = env_facts(env_id)
+    except UnknownEnvError:
+        family = next((r["env"]["family"] for r in records if r["env"]["id"] == env_id), "")
+        return family, env_id
+    return facts.family, facts.task
 
 
 # -- formatting --------------------------------------------------------------------------------
@@ -294,7 +290,7 @@ class _Inputs:
 
     def _layout_of(self, env_id: str) -> str | None:
         for name, layout in self.paper.layouts.items():
-            if env_id in {t["env_id"] for t in layout["tasks"]} | {layout.get("trained_on")}:
+            if env_id in {e for e, _ in layout_tasks(layout)}:
                 return name
         return None
 
@@ -381,11 +377,8 @@ def _generalisation_section(inputs: _Inputs) -> Section:
     layout = inputs.paper.layouts.get(name)
     if layout is None:
         return _missing_layout(name, heading, anchor)
-    columns: list[tuple[str, str]] = []
-    if layout.get("trained_on"):
-        columns.append((layout["trained_on"],
-                        f"{env_facts(layout['trained_on']).task} (training task)"))
-    columns += [(t["env_id"], t["label"]) for t in layout["tasks"]]
+    columns = [(env_id, f"{label} (training task)" if env_id == layout.get("trained_on")
+                 else label) for env_id, label in layout_tasks(layout)]
     header = ("agent", *(label for _, label in columns))
 
     ours_return: dict[str, dict[str, str]] = defaultdict(dict)
@@ -432,8 +425,8 @@ def _generalisation_section(inputs: _Inputs) -> Section:
         f"over seeds. Paper rows: {layout['table']}, as published.",
         "generalization-table generalization-success")
     intro = Paragraph(f"{layout['title']}. {layout.get('description', '')} Columns are the "
-                      "paper's tasks (from the "
-                      f"'{name}' layout of paper_results.json); paper rows are labelled "
+                      f"tasks of the paper's {layout['env_facts_table']} (from the env facts) "
+                      "in its order; paper rows are labelled "
                       "'(paper, ...)' and set in italics.")
     return Section(heading, anchor, (intro, return_table, success_table))
 
@@ -444,10 +437,11 @@ def _datascicoding_section(env_ids: Sequence[str], inputs: _Inputs) -> Section:
     layout = inputs.paper.layouts.get(name)
     if layout is None:
         return _missing_layout(name, heading, anchor)
-    tasks = [(t["env_id"], t["label"]) for t in layout["tasks"]]
+    tasks = layout_tasks(layout)
     listed = {env_id for env_id, _ in tasks}
-    tasks += [(e, env_facts(e).task) for e in env_ids
-              if e not in listed and e in inputs.by_env and env_facts(e).family == "datascicoding"]
+    family = {_facts(e, inputs.records)[0] for e in listed}
+    tasks += [(e, _facts(e, inputs.records)[1]) for e in env_ids
+              if e not in listed and _facts(e, inputs.records)[0] in family]
 
     columns: list[str] = []
     cells: dict[str, dict[str, str]] = defaultdict(dict)
@@ -483,8 +477,8 @@ def _datascicoding_section(env_ids: Sequence[str], inputs: _Inputs) -> Section:
         header, rows, css="dsc-table",
         column_kinds=("", *("" for _ in columns), *("paper" for _ in paper_columns)))
     intro = Paragraph(f"{layout['title']}. {layout.get('description', '')} Rows are the "
-                      f"paper's datasets (from the '{name}' "
-                      "layout of paper_results.json), then any other dataset we scored; paper "
+                      f"datasets of the paper's {layout['env_facts_table']} (from the env facts), "
+                      "then any other dataset of the family we scored; paper "
                       "columns are labelled '(paper, ...)' and set in italics.")
     return Section(heading, anchor, (intro, table))
 

@@ -6,15 +6,18 @@ as labelled reference rows, never mixed into our means:
 * ``results`` -- one entry per published cell (Table 1 / Appendix H generalisation: discounted
   return and success rate per unseen VirtualHome task; Table 4 / Appendix F: ROC AUC per dataset),
   each citing its table (``source.where``) and how it is read (``source.reading``);
-* ``layouts`` -- the paper's task layout as data: which of our env ids each column (Table 1) or
-  row (Table 4) of the paper stands for, and the paper's methods in its order;
+* ``layouts`` -- how each of the paper's tables is laid out: tasks as columns (Table 1) or rows
+  (Table 4), the paper's methods in its order, and ``env_facts_table``, the name under which the
+  env facts list the table's tasks. Which env ids those tasks are, in the paper's order, and
+  their names in the paper are env facts (:func:`agentbench_poad.paper_layout`,
+  ``env_facts(id).paper_name``), recorded at registration from the task tables: one source;
 * ``datasets`` (Appendix E.1 sizes), ``wall_time`` (Table 5 / Appendix G) and
   ``language_ability`` (Table 2 / Appendix I).
 
 Version history of the file's ``schema_version``:
 
 * ``1`` -- ``results`` only (with ``stderr``); shipped empty.
-* ``2`` -- ``layouts``, ``spread`` instead of ``stderr``, ``source.reading``, ``label``,
+* ``2`` -- ``layouts`` (tasks from the env facts), ``spread`` instead of ``stderr``, ``source.reading``, ``label``,
   ``trained_on``, ``printed``; the E.1 / Table 5 / Table 2 tables; metrics ``discounted_return`` and
   ``best_code_auc``.
 """
@@ -43,8 +46,6 @@ _SOURCE = {
     "required": ["url", "where"],
     "properties": {"url": _STR, "where": _STR, "reading": _STR},
 }
-_TASK = {"type": "object", "required": ["label", "env_id"],
-         "properties": {"label": _STR, "env_id": _STR}}
 _METHOD = {"type": "object", "required": ["agent", "label"],
            "properties": {"agent": _STR, "label": _STR}}
 
@@ -58,14 +59,14 @@ PAPER_SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": {
                 "type": "object",
-                "required": ["table", "title", "tasks_as", "tasks", "methods"],
+                "required": ["table", "title", "env_facts_table", "tasks_as", "methods"],
                 "properties": {
                     "table": _STR,
                     "title": _STR,
                     "description": {"type": "string"},
                     "trained_on": _STR_OR_NULL,
                     "tasks_as": {"enum": ["columns", "rows"]},
-                    "tasks": {"type": "array", "items": _TASK, "minItems": 1},
+                    "env_facts_table": _STR,
                     "methods": {"type": "array", "items": _METHOD},
                     "metrics": {"type": "array", "items": {"enum": list(PAPER_METRICS)}},
                 },
@@ -161,6 +162,14 @@ class PaperResults:
 
 
 
+def layout_tasks(layout: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(env id, name in the paper)`` of a layout's tasks, in the paper's order (env facts)."""
+    from agentbench_poad.registration import env_facts, paper_layout
+
+    return [(env_id, env_facts(env_id).paper_name or env_facts(env_id).task)
+            for env_id in paper_layout(layout["env_facts_table"])]
+
+
 def _number(text: str | None) -> float | None:
     try:
         return None if text is None else float(text)
@@ -172,7 +181,7 @@ def check_paper_data(data: Any, where: str = "paper results") -> PaperResults:
     """Validate a parsed ``paper_results.json`` and return it as :class:`PaperResults`.
 
     Besides the JSON schema: every result names a known layout, every env id it names is a task
-    of that layout (or its ``trained_on``), its ``printed`` text agrees with its numbers, and no
+    of that layout's table in the env facts, its ``printed`` text agrees with its numbers, and no
     cell is given twice.
 
     Raises:
@@ -194,11 +203,12 @@ def check_paper_data(data: Any, where: str = "paper results") -> PaperResults:
             if name not in layouts:
                 raise ValueError(f"{where}: results[{i}] names layout {name!r}, which is not in "
                                  f"`layouts` ({', '.join(layouts) or 'none'}); add it there")
-            layout = layouts[name]
-            envs = {t["env_id"] for t in layout["tasks"]} | {layout.get("trained_on")}
-            if item["env_id"] not in envs:
-                raise ValueError(f"{where}: results[{i}] is on {item['env_id']}, which layout "
-                                 f"{name!r} does not list; add it to its tasks")
+            tasks = {env_id for env_id, _ in layout_tasks(layouts[name])}
+            if item["env_id"] not in tasks:
+                raise ValueError(f"{where}: results[{i}] is on {item['env_id']}, which the env "
+                                 f"facts do not list in {layouts[name]['env_facts_table']!r} "
+                                 f"(layout {name!r}); fix the env id, or the task table's "
+                                 "paper_tables")
         if "printed" in item:
             number, _, spread = item["printed"].partition(" ± ")
             if _number(number) != item["value"] or _number(spread or None) != item.get("spread"):
