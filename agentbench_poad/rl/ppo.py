@@ -143,9 +143,9 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | torch.Tensor
 
 def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor, *, eps: float = 1e-8
                          ) -> torch.Tensor:
-    """``(A − μ) / (σ + eps)`` over the real entries (population std); 0 at pads, whatever held.
+    """``(A − μ) / (σ + eps)`` over the real entries (population std); pads are set to 0.
 
-    The reference selected "nonzero entries" as real, which also dropped true zero advantages
+    Pads are never read, so NaN or inf there does not leak into μ and σ. The reference selected "nonzero entries" as real, which also dropped true zero advantages
     (REFERENCE_SPEC §5.1.4); the token mask is the right selector.
     """
     mask = mask.to(torch.bool)
