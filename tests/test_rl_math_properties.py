@@ -10,6 +10,8 @@ share a NumPy kernel with the code they check.
 from __future__ import annotations
 
 import math
+import sys
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -144,20 +146,23 @@ def tolerance(dtype, *arrays):
 # -- token-level GAE ----------------------------------------------------------------------------
 @settings(SETTINGS, max_examples=100)
 @given(case=rollouts(), discount=discounts(), kind=st.sampled_from(["numpy", "torch"]),
-       dtype=st.sampled_from([np.float64, np.float32]))
+       dtype=st.sampled_from([np.float64, np.float32]), torch_loaded=st.booleans())
 @example(case=dict(seed=0, steps=3, envs=4, width=8, done_rate=0.3, full_row=True),
-         discount=(0.95, 0.95, 1.0), kind="numpy", dtype=np.float64)
+         discount=(0.95, 0.95, 1.0), kind="numpy", dtype=np.float64, torch_loaded=True)
 @example(case=dict(seed=1, steps=16, envs=8, width=8, done_rate=0.3, full_row=True),
-         discount=(0.99, 0.95, 0.99), kind="numpy", dtype=np.float64)
+         discount=(0.99, 0.95, 0.99), kind="numpy", dtype=np.float64, torch_loaded=False)
 @example(case=dict(seed=2, steps=5, envs=3, width=1, done_rate=0.3, full_row=True),
-         discount=(0.9, 0.8, 1.0), kind="numpy", dtype=np.float64)
-def test_token_gae_matches_the_loop(case, discount, kind, dtype):
+         discount=(0.9, 0.8, 1.0), kind="numpy", dtype=np.float64, torch_loaded=True)
+def test_token_gae_matches_the_loop(case, discount, kind, dtype, torch_loaded):
+    """``torch_loaded=False`` hides torch (NumPy inputs only): the NumPy cumsum path runs."""
     gamma, lam, intra_gamma = discount
     rewards, values, mask, dones, next_value = make_rollout(**case)
     inputs = [as_kind(x, kind, dtype) for x in (rewards, values, mask, dones, next_value)]
     before = [to_numpy(x).copy() for x in inputs]
 
-    adv, ret = token_level_gae(*inputs, gamma=gamma, lam=lam, intra_gamma=intra_gamma)
+    hide_torch = {"torch": None} if kind == "numpy" and not torch_loaded else {}
+    with mock.patch.dict(sys.modules, hide_torch):
+        adv, ret = token_level_gae(*inputs, gamma=gamma, lam=lam, intra_gamma=intra_gamma)
 
     # The loop sees exactly the numbers the estimator was given (float32 inputs rounded first).
     r, v, _, d, nv = (to_numpy(x).astype(np.float64) for x in inputs)

@@ -18,8 +18,7 @@ auto-reset), so nothing is bootstrapped across it. Returns are ``R = A + V``.
 The implementation loops over ``T`` only, on ``(N,)`` vectors: only the first token's advantage
 crosses step boundaries. Inside an action the token recursion is a reversed discounted cumulative
 sum (scaled by powers of ``cλ`` so that it is a plain cumulative sum), computed for all steps, envs
-and tokens at once; torch's cumsum kernel is used when torch is loaded and single-threaded (same
-numbers, faster).
+and tokens at once; torch's cumsum kernel is used when torch is loaded (same numbers, faster).
 Inputs may be NumPy arrays or torch tensors; the result has the same kind (and, for torch, the
 dtype and device of ``values``). The arithmetic is float64.
 
@@ -70,6 +69,9 @@ def _like(result: np.ndarray, reference: Any) -> Any:
     dtype = reference.dtype if np.issubdtype(np.asarray(reference).dtype, np.floating) else np.float64
     return result.astype(dtype, copy=False)
 
+
+#: torch (at::internal::GRAIN_SIZE) runs an op over fewer elements than this on the calling thread.
+_TORCH_SERIAL_ELEMENTS = 32768
 
 #: NumPy asks the kernel for transparent huge pages for allocations of at least 4 MiB.
 _HUGE_PAGE_ALLOCATION = 4 << 20
@@ -149,19 +151,23 @@ def reverse_discounted_cumsum(x: np.ndarray, factor: float) -> np.ndarray:
 def _cumsum_last_inplace(x: np.ndarray) -> np.ndarray:
     """Cumulative sum over the last axis of a C-contiguous float64 array, in place.
 
-    NumPy's cumsum over short rows is slow (a sequential inner loop per row); torch's CPU kernel
-    gives the same sequential float64 sums about five times faster, so it is used when torch is
-    already loaded (this never imports torch: that costs seconds) *and* runs single-threaded.
-    With several intra-op threads torch splits even a small cumsum over its thread pool, and on a
-    loaded machine waiting for those threads costs milliseconds, far more than the sum itself.
+    NumPy's cumsum over short rows is slow (a sequential loop per row); torch's CPU kernel gives
+    the same sequential float64 sums four to five times faster, so it is used when torch is
+    already loaded (this never imports torch by itself: that costs seconds). Torch hands a cumsum
+    of more rows than ``32768 // width`` to its thread pool, and on a loaded machine waiting for
+    those threads costs milliseconds, far more than the sum; so the rows go in chunks below that
+    size, which torch runs on the calling thread.
     """
     if not x.flags.c_contiguous:  # an internal error, never the caller's
         raise AssertionError("_cumsum_last_inplace needs a C-contiguous array")
     torch = sys.modules.get("torch")
-    if torch is None or torch.get_num_threads() != 1:
+    if torch is None or x.size == 0:
         return np.cumsum(x, axis=-1, out=x)
-    tensor = torch.from_numpy(x)
-    torch.cumsum(tensor, dim=-1, out=tensor)
+    rows = torch.from_numpy(x.reshape(-1, x.shape[-1]))
+    chunk = max(1, _TORCH_SERIAL_ELEMENTS // max(1, x.shape[-1]) - 1)
+    for start in range(0, rows.shape[0], chunk):
+        part = rows[start : start + chunk]
+        torch.cumsum(part, dim=-1, out=part)
     return x
 
 
@@ -305,38 +311,34 @@ def _token_gae_arrays(
     factor = intra_gamma * lam
     last = lengths - 1  # 0-based index of each action's last token, (T, N)
     outside = np.empty((steps, envs))  # e_t, what enters an action from outside (below)
-    # Everything below runs on the *reversed* token axis (index i = L−1−j), so that the reversed
-    # cumulative sum of the recursion is a forward one: a C-contiguous reversed copy of the
-    # values with 0 at pads (whatever the pads held, NaN included, is overwritten). The caller's
-    # arrays are never written. ``scaled`` is the work array of the cumulative sum; the results
-    # are copied into ``advantages`` and ``returns`` at the end.
-    v_rev, scaled, advantages, returns = (
-        part.reshape(v.shape) for part in _workspace(4, v.size)
-    )
-    np.copyto(v_rev, v[..., ::-1])
-    np.copyto(v_rev, 0.0, where=~mask[..., ::-1])
-    first_value = v_rev[..., -1]  # V_t^1, (T, N)
+    # Three work arrays from one allocation. ``returns`` first holds the values with 0 at pads
+    # (whatever the pads held, NaN included, is never read) and becomes the returns at the end;
+    # ``advantages`` holds the scaled TD errors, then the advantages; ``work`` is the reversed copy
+    # that is summed cumulatively. The caller's arrays are never written.
+    returns, advantages, work = (part.reshape(v.shape) for part in _workspace(3, v.size))
+    returns.fill(0.0)
+    np.copyto(returns, v, where=mask)
+    values = returns  # zero-padded V, until the advantages are added at the end
+    first_value = values[..., 0]  # V_t^1, (T, N) (a copy is not needed: read before the end)
 
     if _scaled_form_is_safe(factor, width):
         # With V zeroed at pads, delta_j = c·V^{j+1} − V^j is the TD error of an inner token, −V^n
         # on the last token (its successor is a pad) and 0 on pads. Writing
         # e_t = r_t + γ m_{t+1} (V_{t+1}^1 + λ A_{t+1}^1) for what enters from outside the action,
         # every token's advantage is A_t^j = Σ_{k≥j} f^{k−j} delta_k + f^{n−j} e_t, f = cλ, i.e.
-        # f^j A^j = Σ_{k≥j} f^k delta_k + f^n e_t: one cumulative sum of scaled TD errors (the
-        # code counts tokens from 0: the last one is ``last = n − 1``).
-        # Reversed, delta_i = c·v_rev[i−1] − v_rev[i]: a shift by one element of the flat array
-        # (whole contiguous 1-D slices); the first element of each row is rewritten after it.
-        flat = scaled.reshape(-1)
-        np.multiply(v_rev.reshape(-1)[:-1], intra_gamma, out=flat[1:])  # c·V^{j+1}
-        flat[0] = 0.0
-        np.subtract(scaled, v_rev, out=scaled)  # − V^j
-        # Row starts (the token after the longest possible action) have no successor: the shift
-        # brought in the previous row's value. A plain copy, not a ufunc, writes the column.
-        scaled[..., 0] = np.multiply(v_rev[..., 0], -1.0)
-        scale_rev = np.power(factor, np.arange(width - 1, -1, -1, dtype=np.float64))  # f^j
+        # f^j A^j = Σ_{k≥j} f^k delta_k + f^n e_t: one reversed cumulative sum of scaled TD errors
+        # (the code counts tokens from 0: the last one is ``last = n − 1``).
+        # c·V^{j+1} is a shift by one element of the flat array (whole contiguous 1-D slices);
+        # the last column, whose successor the shift took from the next row, is rewritten after.
+        flat = advantages.reshape(-1)
+        np.multiply(values.reshape(-1)[1:], intra_gamma, out=flat[:-1])  # c·V^{j+1}
+        flat[-1] = 0.0
+        np.subtract(advantages, values, out=advantages)  # − V^j
+        advantages[..., -1] = np.multiply(values[..., -1], -1.0)  # a plain copy into the column
+        scale = np.power(factor, np.arange(width, dtype=np.float64))  # f^j
         if factor != 1.0:
-            np.multiply(scaled, scale_rev, out=scaled)
-        row_total = scaled.sum(axis=-1)  # f^0 A^0 without e_t, (T, N)
+            np.multiply(advantages, scale, out=advantages)
+        row_total = advantages.sum(axis=-1)  # f^0 A^0 without e_t, (T, N)
         if not np.isfinite(row_total).all():
             _check_finite("values", v[mask], "at real tokens")
         last_weight = np.power(factor, last.astype(np.float64))  # f^last, (T, N)
@@ -347,25 +349,27 @@ def _token_gae_arrays(
             outside[t] = r[t] + gamma * keep * (next_first_value + lam * next_first_advantage)
             next_first_value = first_value[t]
             next_first_advantage = row_total[t] + last_weight[t] * outside[t]
-        # Add f^last e_t at each action's last token (reversed index L − 1 − last) and sum
-        # cumulatively: pads (lower reversed indices) hold 0 and nothing precedes them: they stay 0.
-        at_last = np.arange(steps * envs) * width + (width - 1 - last.reshape(-1))
+        # Add f^last e_t at each action's last token; then the reversed cumulative sum: a
+        # reversed copy, a forward cumulative sum, a copy back. Pads after the last token hold 0
+        # and come first in the reversed rows, so they stay 0.
+        at_last = np.arange(steps * envs) * width + last.reshape(-1)
         flat[at_last] = flat[at_last] + (last_weight * outside).reshape(-1)
-        _cumsum_last_inplace(scaled)
-        if factor != 1.0:
-            np.divide(scaled, scale_rev, out=scaled)
-        advantages_rev = scaled
+        np.copyto(work, advantages[..., ::-1])
+        _cumsum_last_inplace(work)
+        np.copyto(advantages, work[..., ::-1])
+        if factor != 1.0:  # f^−j is finite here (f^L ≥ e^−600); multiplying is faster
+            np.multiply(advantages, np.power(factor, -np.arange(width, dtype=np.float64)),
+                        out=advantages)
     else:
         # Tiny factors (f^L would underflow) or f = 0: exact products with the discount matrix.
-        delta = np.concatenate([np.zeros((steps, envs, 1)), intra_gamma * v_rev[..., :-1]],
+        delta = np.concatenate([intra_gamma * values[..., 1:], np.zeros((steps, envs, 1))],
                                axis=-1)
-        np.subtract(delta, v_rev, out=delta)
+        np.subtract(delta, values, out=delta)
         if not np.isfinite(delta).all():
             _check_finite("values", v[mask], "at real tokens")
-        last_one_hot = np.arange(width) == (width - 1 - last)[..., None]
+        last_one_hot = np.arange(width) == last[..., None]
         stacked = np.concatenate([delta.reshape(-1, width), last_one_hot.reshape(-1, width)])
-        # Reversed rows: y_i = Σ_{i'≤i} f^{i−i'} x_{i'} is x @ W, W from discount_matrix.
-        summed = stacked @ discount_matrix(width, factor)
+        summed = stacked @ discount_matrix(width, factor).T
         inner = summed[: steps * envs].reshape(steps, envs, width)
         to_last = summed[steps * envs :].reshape(steps, envs, width)  # f^{n−j}, 0 at pads
         next_first_value = nv
@@ -374,10 +378,7 @@ def _token_gae_arrays(
             keep = 1.0 - d[t]
             outside[t] = r[t] + gamma * keep * (next_first_value + lam * next_first_advantage)
             next_first_value = first_value[t]
-            next_first_advantage = inner[t, :, -1] + to_last[t, :, -1] * outside[t]
-        advantages_rev = inner + to_last * outside[..., None]
-    np.add(v_rev, advantages_rev, out=v_rev)  # the returns, 0 + 0 at pads
-    # Back to the forward token axis: plain copies of the reversed views.
-    np.copyto(advantages, advantages_rev[..., ::-1])
-    np.copyto(returns, v_rev[..., ::-1])
+            next_first_advantage = inner[t, :, 0] + to_last[t, :, 0] * outside[t]
+        np.copyto(advantages, inner + to_last * outside[..., None])
+    np.add(returns, advantages, out=returns)  # R = A + V; 0 + 0 at pads
     return advantages, returns
