@@ -264,6 +264,20 @@ def test_non_finite_numbers_where_they_are_used_are_rejected(case, data, bad):
                         intra_gamma=intra_gamma)
 
 
+@pytest.mark.parametrize("intra_gamma", [1.0, 0.9, 0.0])
+def test_overflow_is_a_clear_error_not_a_silent_inf(intra_gamma):
+    rewards, values, mask, dones, next_value = make_rollout(0, 3, 2, 4)
+    values = np.where(mask, 1e308, np.nan)  # finite, but differences overflow
+    values[..., 0] = -1e308
+    try:
+        adv, ret = token_level_gae(rewards, values, mask, dones, next_value, gamma=0.9, lam=0.9,
+                                   intra_gamma=intra_gamma)
+    except ValueError as error:  # never a silent inf or NaN, nor an endless restart
+        assert "overflows float64" in str(error)
+    else:
+        assert np.isfinite(adv).all() and np.isfinite(ret).all()
+
+
 @pytest.mark.parametrize("name", ["gamma", "lam", "intra_gamma"])
 @pytest.mark.parametrize("value", [-0.1, 1.5, float("nan")])
 def test_discounts_outside_the_unit_interval_are_rejected(name, value):

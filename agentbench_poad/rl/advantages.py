@@ -256,8 +256,8 @@ def token_level_gae(
 
     Raises:
         ValueError: on mismatched shapes, a mask row that is empty or not a prefix, discounts
-            outside ``[0, 1]``, ``dones`` other than 0/1, or NaN/inf in rewards, next values or
-            values at real tokens.
+            outside ``[0, 1]``, ``dones`` other than 0/1, NaN/inf in rewards, next values or
+            values at real tokens, or (values near the float64 limit) an overflow.
     """
     _check_discounts(gamma=gamma, lam=lam, intra_gamma=intra_gamma)
     r = _to_numpy(rewards)
@@ -277,11 +277,11 @@ def token_level_gae(
     steps, envs, width = v.shape
     if v.size == 0:  # no steps or no envs: nothing to estimate
         return _like(np.zeros(v.shape), values), _like(np.zeros(v.shape), values)
-    # A row is a prefix when it never goes from False back to True; its length is then the
-    # index of its first False (argmin), or the width when it has none.
-    if np.greater(mask[..., 1:], mask[..., :-1]).any():
-        raise ValueError("token_mask rows must be prefixes (True on real tokens, then padding)")
+    # The leading run of True of each row ends at its first False (argmin), or at the width when
+    # it has none; the rows are prefixes iff those runs hold every True of the mask.
     lengths = np.where(mask[..., -1], width, mask.argmin(axis=-1))
+    if np.count_nonzero(mask) != lengths.sum():
+        raise ValueError("token_mask rows must be prefixes (True on real tokens, then padding)")
     if (lengths == 0).any():
         raise ValueError("every action needs at least one token (a token_mask row is all False)")
     _check_dones(d)
@@ -316,8 +316,9 @@ def _token_gae_arrays(
     # ``advantages`` holds the scaled TD errors, then the advantages; ``work`` is the reversed copy
     # that is summed cumulatively. The caller's arrays are never written.
     returns, advantages, work = (part.reshape(v.shape) for part in _workspace(3, v.size))
-    returns.fill(0.0)
-    np.copyto(returns, v, where=mask)
+    # V · mask is exactly 0 at pads unless a pad holds NaN or inf; then a row total below is not
+    # finite, and the computation starts over on values whose pads are set to 0.
+    np.multiply(v, mask, out=returns)
     values = returns  # zero-padded V, until the advantages are added at the end
     first_value = values[..., 0]  # V_t^1, (T, N) (a copy is not needed: read before the end)
 
@@ -340,13 +341,14 @@ def _token_gae_arrays(
             np.multiply(advantages, scale, out=advantages)
         row_total = advantages.sum(axis=-1)  # f^0 A^0 without e_t, (T, N)
         if not np.isfinite(row_total).all():
-            _check_finite("values", v[mask], "at real tokens")
+            return _restart_with_clean_pads(r, v, mask, d, nv, lengths, gamma=gamma, lam=lam,
+                                            intra_gamma=intra_gamma)
         last_weight = np.power(factor, last.astype(np.float64))  # f^last, (T, N)
+        discount = gamma * (1.0 - d)  # γ m_{t+1}, (T, N)
         next_first_value = nv  # V_{t+1}^1
         next_first_advantage = np.zeros_like(nv)  # A_{t+1}^1 (0 beyond the rollout)
         for t in reversed(range(steps)):
-            keep = 1.0 - d[t]
-            outside[t] = r[t] + gamma * keep * (next_first_value + lam * next_first_advantage)
+            outside[t] = r[t] + discount[t] * (next_first_value + lam * next_first_advantage)
             next_first_value = first_value[t]
             next_first_advantage = row_total[t] + last_weight[t] * outside[t]
         # Add f^last e_t at each action's last token; then the reversed cumulative sum: a
@@ -366,7 +368,8 @@ def _token_gae_arrays(
                                axis=-1)
         np.subtract(delta, values, out=delta)
         if not np.isfinite(delta).all():
-            _check_finite("values", v[mask], "at real tokens")
+            return _restart_with_clean_pads(r, v, mask, d, nv, lengths, gamma=gamma, lam=lam,
+                                            intra_gamma=intra_gamma)
         last_one_hot = np.arange(width) == last[..., None]
         stacked = np.concatenate([delta.reshape(-1, width), last_one_hot.reshape(-1, width)])
         summed = stacked @ discount_matrix(width, factor).T
@@ -382,3 +385,24 @@ def _token_gae_arrays(
         np.copyto(advantages, inner + to_last * outside[..., None])
     np.add(returns, advantages, out=returns)  # R = A + V; 0 + 0 at pads
     return advantages, returns
+
+
+def _restart_with_clean_pads(
+    r: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray,
+    d: np.ndarray,
+    nv: np.ndarray,
+    lengths: np.ndarray,
+    *,
+    gamma: float,
+    lam: float,
+    intra_gamma: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Non-finite row totals: a ValueError for NaN/inf at real tokens, else pads held NaN/inf."""
+    _check_finite("values", v[mask], "at real tokens")
+    if np.isfinite(v[~mask]).all():  # finite inputs overflowed: restarting would not help
+        raise ValueError("token_level_gae overflows float64 with these values and rewards; "
+                         "rescale them (e.g. normalise the rewards)")
+    return _token_gae_arrays(r, np.where(mask, v, 0.0), mask, d, nv, lengths, gamma=gamma,
+                             lam=lam, intra_gamma=intra_gamma)
