@@ -27,11 +27,12 @@ discounts outside ``[0, 1]``, ``dones`` other than 0/1 and non-finite numbers wh
 (rewards, next values, values at real tokens) raise :class:`ValueError`. Whatever ``values``
 holds at pads (even NaN) is ignored; advantages and returns are exactly 0 there.
 
-NumPy safety rule (docs/numpy-strided-out-defect.md): some NumPy builds compute wrong numbers
-when a ufunc writes through a *strided* ``out=`` view on AVX-512 CPUs (``np.negative`` with an
-input stride of 8 float64 elements is the case we hit). In this module every ufunc writes a fresh
-array or a whole C-contiguous array (or a contiguous 1-D slice of one); the only strided writes
-are plain copies (``a[..., 0] = b``), which use NumPy's copy loops, not ufunc kernels.
+NumPy safety rule (docs/numpy-strided-out-defect.md): NumPy 2.1-2.4 computes wrong numbers when
+``np.negative`` writes through a *strided* ``out=`` view from an input with a stride of 8 float64
+elements (found on an AVX-512 machine, but not limited to NumPy's AVX-512 kernels). In this module
+every ufunc writes a fresh array or a whole C-contiguous array (or a contiguous 1-D slice of one);
+the only strided writes are plain copies (``a[..., 0] = b``), which use NumPy's copy loops, not
+ufunc kernels.
 """
 
 from __future__ import annotations
