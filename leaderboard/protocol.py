@@ -68,9 +68,17 @@ class AgentTimeout(Exception):
 def load_factory(spec: str) -> Callable[..., Any]:
     """Resolve ``"package.module:Factory"`` or ``"path/to/file.py:Factory"`` to the callable.
 
+    ``"lm:MODEL"`` is the base-model agent of ``MODEL`` (a named model such as
+    ``smollm2-135m``, a .gguf file, a model directory or a hub id; see
+    :mod:`agentbench_poad.baselines.base_model`).
+
     Raises:
         ValueError: the spec is malformed, or the module / attribute does not exist.
     """
+    if spec.startswith("lm:"):
+        from agentbench_poad.baselines.base_model import BaseModelFactory
+
+        return BaseModelFactory(spec[len("lm:"):])
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"agent spec {spec!r} must look like 'package.module:Factory' or "
@@ -416,6 +424,10 @@ def _evaluate_env(env_id, factory, factory_obj, rebuildable, seeds, episodes, *,
     try:
         agent_obj = factory(env, seeds[0])
         name = agent_name or agent_display_name(agent_obj, factory_obj)
+        # LLM agents may name their own base model and decoding (the lm:MODEL agent does).
+        own_base, own_greedy = getattr(agent_obj, "base_model", None), getattr(agent_obj, "greedy", None)
+        base_model = base_model or (own_base if isinstance(own_base, str) else None)
+        greedy = greedy if greedy is not None else (own_greedy if isinstance(own_greedy, bool) else None)
         record_id = make_record_id(env_id, name, base_model, record_suffix)
         fingerprint = _fingerprint({
             "env": env_id, "env_kwargs": env_kwargs, "agent": spec or name,
