@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 #: Special tokens of the tiny tokenizer (ids 0, 1, 2); llama.cpp token type 3 = CONTROL.
-SPECIALS = ("<unk>", "<s>", "</s>")
+SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 #: Two BPE merges, so the tokenizer is not purely byte-level.
 MERGES = ("Ġ t", "h e")
 
