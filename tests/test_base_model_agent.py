@@ -129,7 +129,7 @@ def test_lm_spec_errors_name_the_fix(capsys, monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="lm:smollm2-135m"):
         load_factory("lm:")
     monkeypatch.setenv("AGENTBENCH_POAD_MODELS", str(tmp_path / "empty-cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("AGENTBENCH_POAD_OFFLINE", "1")
     code = main(["evaluate", "--agent", "lm:smollm2-135m", "--env", ENV, "--episodes", "1",
                  "--out", str(tmp_path / "r.json"), "--no-progress"])
     assert code == 2

