@@ -34,6 +34,8 @@ logits compared with the GGUF-loaded model's before it is accepted.
 Every write goes to a temporary folder next to the target (``<cache>/.tmp-*``) that is renamed
 into place only when complete, so a failure (network, checksum, disk full, unsupported
 architecture, Ctrl-C) never leaves a half-written model folder; the temporary folder is removed.
+Concurrent fetches of one model take turns on ``<cache>/.<name>.lock`` (``flock``), so parallel
+workers on a fresh machine download and convert it once.
 """
 
 from __future__ import annotations
