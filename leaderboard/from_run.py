@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_poad.leaderboard.records import RecordError, mean_stderr
+from agentbench_poad.registration import env_facts
 
 #: How the best code found during training is labelled in records and reports.
 BEST_CODE_LABEL = "best code found during training (not the final policy)"
@@ -200,7 +201,7 @@ def record_from_runs(
     }
     suffix = None
     if env_id and train_env and env_id != train_env:
-        suffix = "trainedon-" + str(train_env).split("-")[1] if "-" in str(train_env) else None
+        suffix = f"trainedon-{env_facts(str(train_env)).task}"
     records = evaluate(
         "agentbench_poad.leaderboard.from_run:load_run_agent",
         [eval_env],

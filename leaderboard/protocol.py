@@ -45,14 +45,13 @@ import gymnasium as gym
 
 from agentbench_poad.agents import reset_agent
 from agentbench_poad.leaderboard.records import (
-    env_family,
-    env_version,
     make_record_id,
     mean_stderr,
     new_record,
     summarize_seeds,
     write_record,
 )
+from agentbench_poad.registration import env_facts
 from agentbench_poad.version import __version__
 
 #: Episode ``i`` of seed ``s`` resets with ``s * RESET_SEED_STRIDE + i``.
@@ -468,9 +467,10 @@ def _evaluate_env(env_id, factory, factory_obj, rebuildable, seeds, episodes, *,
         env.close()
     metric = "final_auc" if open_action else "return"
     summary = summarize_seeds(per_seed)
+    facts = env_facts(env_id)
     record = new_record(
         record_id=record_id,
-        env={"id": env_id, "version": env_version(env_id), "family": env_family(env_id),
+        env={"id": env_id, "version": facts.version, "family": facts.family,
              "open_action": open_action},
         agent={"name": name, "version": agent_version(agent_obj), "spec": spec,
                "kwargs": _jsonable(agent_kwargs)},

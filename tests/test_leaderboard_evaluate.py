@@ -80,6 +80,7 @@ def test_open_action_envs_score_the_final_code():
     record = evaluate(CodeAgent, CODE_ID, seeds=[0, 1], episodes=2)[0]
     assert record["scores"]["metric"] == "final_auc"
     assert record["env"]["open_action"] is True
+    assert record["env"]["family"] == "leaderboardtoy"  # from its register_family facts
     episode = record["scores"]["per_seed"][0]["episodes"][0]
     assert episode["return"] == pytest.approx(-1.0 + 0.75)  # a failed attempt, then the code
     assert episode["score"] == pytest.approx(0.75)

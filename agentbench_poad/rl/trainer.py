@@ -118,9 +118,7 @@ def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) 
 def _make_env(env_id: str, env_kwargs: dict[str, Any]) -> Any:
     import gymnasium as gym
 
-    import agentbench_poad.rl.toy  # noqa: F401  (registers the case-study ids)
-
-    return gym.make(env_id, **env_kwargs)
+    return gym.make(env_id, **env_kwargs)  # `import agentbench_poad` registered every id
 
 
 def evaluate_agent(
