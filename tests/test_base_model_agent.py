@@ -21,11 +21,8 @@ from agentbench_poad.leaderboard import evaluate  # noqa: E402
 from agentbench_poad.leaderboard.protocol import agent_factory, load_factory  # noqa: E402
 from agentbench_poad.leaderboard.verify import verify_record  # noqa: E402
 from agentbench_poad.rl.models import load_causal_lm  # noqa: E402
-from agentbench_poad.rl.toy import register_toy_envs  # noqa: E402
 
-register_toy_envs()  # CaseStudy-Microwave-v0: five steps, restricted actions
-
-ENV = "CaseStudy-Microwave-v0"
+ENV = "CaseStudy-Microwave-v0"  # five steps, restricted actions (registered on import)
 
 
 @pytest.fixture(scope="module")
