@@ -16,6 +16,7 @@ use), a ``.gguf`` file, a local directory or a hub id. On the board the agent is
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +30,8 @@ class BaseModelFactory:
     """Builds base-model agents for one model, loading the model once and sharing it.
 
     The leaderboard protocol builds a fresh agent per evaluation seed (and after a timed-out
-    action); each gets its own sampling generator, all share one loaded policy.
+    action); each gets its own sampling generator, all share one loaded policy. The factory
+    declares the record's base model (``MODEL``) and decoding (:meth:`declared_provenance`).
 
     Args:
         model: Named model, ``.gguf`` file, local directory or hub id.
@@ -40,11 +42,14 @@ class BaseModelFactory:
             raise ValueError("the lm: agent spec needs a model, e.g. 'lm:smollm2-135m' or "
                              "'lm:path/to/model_dir'")
         self.model = model.strip()
-        self._policies: dict[tuple[Any, ...], Any] = {}
         self.__name__ = f"{SPEC_PREFIX}{self.model}"
 
     def __repr__(self) -> str:
         return f"BaseModelFactory({self.model!r})"
+
+    def declared_provenance(self, agent_kwargs: dict[str, Any]) -> dict[str, Any]:
+        """What the leaderboard protocol records: the base model and whether it is greedy."""
+        return {"base_model": self.model, "greedy": bool(agent_kwargs.get("greedy", False))}
 
     def __call__(self, seed: int | None = 0, *, greedy: bool = False, dtype: str = "float32",
                  device: str = "cpu", normalization: str = "word") -> BaseModelAgent:
@@ -58,14 +63,16 @@ class BaseModelFactory:
             normalization: Restricted-action score normalisation (``"word"``, the paper's;
                 ``"token"``; ``"sum"``).
         """
-        key = (dtype, device, normalization)
-        if key not in self._policies:
-            self._policies[key] = _load_policy(self.model, dtype=dtype, device=device,
-                                               normalization=normalization)
-        return BaseModelAgent(self._policies[key], self.model, greedy=greedy, seed=seed)
+        policy = _load_policy(self.model, dtype=dtype, device=device,
+                              normalization=normalization)
+        return BaseModelAgent(policy, self.model, greedy=greedy, seed=seed)
 
 
+@functools.lru_cache(maxsize=1)
 def _load_policy(model: str, *, dtype: str, device: str, normalization: str) -> Any:
+    """The policy for ``model``; the last one loaded is kept, so every factory built from the
+    same spec (the protocol builds one per cell) shares it. ``_load_policy.cache_clear()``
+    frees it."""
     from agentbench_poad.rl.models import LoraSettings
     from agentbench_poad.rl.policy import LMPolicy
 

@@ -61,7 +61,8 @@ def run_train(args: argparse.Namespace) -> int:
     from agentbench_poad.rl.trainer import train
 
     try:
-        config_class = get_algorithm(args.agent).config_class
+        algorithm = get_algorithm(args.agent)
+        config_class = algorithm.config_class
         overrides = config_class.coerce_overrides(_pairs(args.overrides, "--set"))
         if args.device:
             overrides["device"] = args.device
@@ -70,10 +71,10 @@ def run_train(args: argparse.Namespace) -> int:
         return die(str(exc))
     preset = None if args.preset == "none" else args.preset
     try:
-        run_dir = train(args.agent, args.env_id, args.model, total_steps=args.total_steps,
+        run_dir = train(algorithm, args.env_id, args.model, total_steps=args.total_steps,
                         seed=args.seed, out=args.out, resume=args.resume, overrides=overrides,
-                        preset=preset, env_kwargs=env_kwargs, progress=not args.no_progress,
-                        max_updates=args.max_updates)
+                        preset=preset, env_kwargs=env_kwargs,
+                        progress=not args.no_progress, max_updates=args.max_updates)
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         return die(str(exc))
     print(f"run directory: {run_dir}")
