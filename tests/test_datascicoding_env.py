@@ -16,7 +16,7 @@ from agentbench_poad.baselines.oracle_datascicoding import ORACLE_BODIES
 from agentbench_poad.environments import registered_ids
 from agentbench_poad.environments.datascicoding import datasets as ds
 from agentbench_poad.environments.datascicoding.env import DataSciCodingEnv
-from agentbench_poad.environments.datascicoding.grader import MachineSlots, make_splits
+from agentbench_poad.environments.datascicoding.grader import make_splits
 from agentbench_poad.sandbox import Limits
 from agentbench_poad.sandbox.process_backend import ProcessBackend
 from tests.test_datascicoding_datasets import offline_openml, populate_cache
@@ -410,36 +410,6 @@ def test_async_vector_env_runs_four_envs(monkeypatch):
         assert list(infos["failure_category"]) == [None, "no_model", None, "syntax_error"]
     finally:
         envs.close()
-
-
-def test_machine_slots_bound_runs_across_processes(tmp_path):
-    """AsyncVectorEnv workers are processes: the bound on sandbox runs must cross them."""
-    import subprocess
-    import sys
-
-    slots = MachineSlots(2, directory=tmp_path)
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys\n"
-         "from agentbench_poad.environments.datascicoding.grader import MachineSlots\n"
-         f"fd = MachineSlots(2, directory={str(tmp_path)!r}).try_acquire()\n"
-         "print('held' if fd is not None else 'none', flush=True)\n"
-         "sys.stdin.read()\n"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        mine = slots.try_acquire()
-        assert mine is not None
-        assert slots.try_acquire() is None  # one slot in the other process, one here
-        holder.stdin.close()
-        holder.wait(timeout=30)  # the kernel drops the exited holder's lock
-        other = slots.try_acquire()
-        assert other is not None
-        slots.release(other)
-        slots.release(mine)
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 @pytest.mark.docker

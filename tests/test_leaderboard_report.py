@@ -64,10 +64,10 @@ def records():
 
 
 PAPER = [{"table": "Table 1", "env_id": "VirtualHome-Cheese-v0", "agent": "twosome",
-          "metric": "success_rate", "value": 0.5, "stderr": None,
+          "metric": "success_rate", "value": 0.5, "spread": None,
           "source": {"url": "https://example.org/test-fixture", "where": "test fixture row"}},
-         {"table": "Table 4", "env_id": "DataSciCoding-iris-v0", "agent": "ntpo",
-          "metric": "final_auc", "value": 0.61, "stderr": 0.02,
+         {"table": "Table 4", "env_id": "DataSciCoding-airlines-v0", "agent": "caafe-gpt-4",
+          "metric": "final_auc", "value": 0.61, "spread": 0.02,
           "source": {"url": "https://example.org/test-fixture", "where": "test fixture row"}}]
 
 
@@ -102,17 +102,19 @@ def test_report_tables(tmp_path, records):
     expected = ((poad["scores"]["mean"] - random["scores"]["mean"])
                 / (oracle["scores"]["mean"] - random["scores"]["mean"]))
     assert f"| {expected:.3f} |" in poad_row
-    # generalisation table in the Table 1 layout, with the paper row labelled
+    # generalisation tables in the Table 1 layout (columns from the env facts' paper layout)
     gen = text.split("\n## Generalisation")[1].split("\n## ")[0]
-    assert "| agent | FoodPreparation | Cheese | Hamburger | ApplePie | Pizza | WashingPlate | "\
-           "Laundry |" in gen
+    assert ("| agent | Food Preparation (training task) | Cheese | Hamburger | Apple Pie | Pizza | "
+            "Washing Plate | Laundry |") in gen
+    assert re.search(r"\| poad \| -- \| [-\d.]+ ± [\d.]+ \(undiscounted\) \| -- ", gen)
     assert re.search(r"\| poad \| -- \| 1\.000 ± 0\.000 \| -- ", gen)
-    assert "_twosome (paper, Table 1)_ | _--_ | _0.500_" in gen
+    assert "_TWOSOME (paper, Table 1 / Appendix H)_ | _--_ | _0.5_ | _--_" in gen
     # DataSciCoding table in the Table 4 layout: datasets as rows, best code labelled
     dsc = text.split("\n## DataSciCoding (")[1].split("\n## ")[0]
     assert "poad: best code during training" in dsc
-    assert "ntpo (paper)" in dsc
-    assert re.search(r"\| iris \| 0\.750 ± 0\.000 \| .*0\.970 \| 0\.610 ± 0\.020 \|", dsc)
+    assert "CAAFE (GPT-4) (paper, Table 4 / Appendix F)" in dsc
+    assert re.search(r"\| iris \| 0\.750 ± 0\.000 \| .*0\.970 \| _--_ \|", dsc)
+    assert re.search(r"\| airlines \| (-- \| )+_0\.61 ± 0\.02_ \|", dsc)
     # pairwise comparison with POAD, seeded bootstrap
     pair = text.split("Pairwise comparison")[1].split("## ")[0]
     assert f"| {CORRIDOR_ID} | oracle |" in pair and "| seeds |" in pair
@@ -184,10 +186,11 @@ def test_report_renders_in_headless_chromium(tmp_path, records):
     assert _page_errors(dom.stderr) == []
     assert _loaded_files(dom.stderr) == {page.resolve().as_uri()}  # nothing besides the page
     html = dom.stdout
-    for css in ("env-table", "generalization-table", "dsc-table", "pairwise", "provenance"):
+    for css in ("env-table", "generalization-table generalization-return", "dsc-table",
+                "pairwise", "provenance"):
         assert f'class="{css}"' in html, css
     assert html.count("<svg") >= 4 and "<polyline" in html and "<polygon" in html
-    assert "FoodPreparation" in html and "twosome (paper, Table 1)" in html
+    assert "Food Preparation" in html and "TWOSOME (paper, Table 1 / Appendix H)" in html
 
     shot = tmp_path / "shot.png"
     run = _chromium(tmp_path, page, f"--screenshot={shot}", "--window-size=1200,2400",

@@ -20,7 +20,7 @@ from agentbench_poad.sandbox import (
     run_code,
     sandbox_status,
 )
-from agentbench_poad.sandbox.api import concurrency_limit
+from agentbench_poad.sandbox.concurrency import MachineSlots, concurrency_limit
 
 FAST = Limits(wall_time_s=20, memory_mb=1024, pids=64, tmpfs_mb=64, log_bytes=4000)
 
@@ -223,6 +223,62 @@ def test_concurrency_limit_serialises_runs(monkeypatch: pytest.MonkeyPatch) -> N
     assert len(intervals) == 3
     for earlier, later in zip(intervals, intervals[1:]):
         assert later[0] >= earlier[1], "two runs overlapped despite a limit of 1"
+
+
+def test_machine_slots_bound_runs_across_processes(tmp_path):
+    """AsyncVectorEnv / xdist workers are processes: the bound on sandbox runs crosses them."""
+    import subprocess
+    import sys
+
+    slots = MachineSlots(2, directory=tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys\n"
+         "from agentbench_poad.sandbox.concurrency import MachineSlots\n"
+         f"fd = MachineSlots(2, directory={str(tmp_path)!r}).try_acquire()\n"
+         "print('held' if fd is not None else 'none', flush=True)\n"
+         "sys.stdin.read()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        mine = slots.try_acquire()
+        assert mine is not None
+        assert slots.try_acquire() is None  # one slot in the other process, one here
+        holder.stdin.close()
+        holder.wait(timeout=30)  # the kernel drops the exited holder's lock
+        other = slots.try_acquire()
+        assert other is not None
+        slots.release(other)
+        slots.release(mine)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_every_run_holds_a_machine_slot(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The sandbox itself (not its callers) waits for a machine-wide slot before a run."""
+    import threading
+    import time
+
+    from agentbench_poad.sandbox.concurrency import SLOTS_DIR_ENV_VAR
+
+    monkeypatch.setenv("AGENTBENCH_SANDBOX_CONCURRENCY", "1")
+    monkeypatch.setenv(SLOTS_DIR_ENV_VAR, str(tmp_path))
+    backend = get_backend("process")
+    taken = MachineSlots(1, directory=tmp_path).try_acquire()  # as another process would
+    assert taken is not None
+    results: list = []
+    worker = threading.Thread(target=lambda: results.append(backend.run(
+        "import time, numpy as np\ndef f():\n    return np.array([time.time()])\n", "f", {},
+        limits=FAST)))
+    worker.start()
+    time.sleep(0.5)
+    released_at = time.time()
+    MachineSlots.release(taken)
+    worker.join(timeout=120)
+    (result,) = results
+    assert result.ok, result
+    assert result.outputs["output"][0] >= released_at, "the run did not wait for the slot"
 
 
 def _run_in_forked_worker(value: int) -> list[float]:
@@ -431,3 +487,33 @@ def test_cli_build_flags() -> None:
     assert (args.mode, args.mirror, args.tag) == ("offline", "http://m/debian", None)
     with pytest.raises(SystemExit):
         parser.parse_args(["sandbox", "build", "--offline", "--online"])
+
+
+def test_sandbox_modules_import_no_cycle() -> None:
+    """No module of the sandbox imports (at any level, lazily included) one that imports it."""
+    import ast
+
+    import agentbench_poad.sandbox as sandbox
+
+    root = Path(sandbox.__file__).parent
+    prefix = "agentbench_poad.sandbox."
+    edges: dict[str, set[str]] = {}
+    for path in root.glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix):
+                deps.add(node.module[len(prefix):].split(".")[0])
+            elif isinstance(node, ast.Import):
+                deps |= {a.name[len(prefix):].split(".")[0] for a in node.names
+                         if a.name.startswith(prefix)}
+        edges[path.stem] = deps - {path.stem}
+    assert "_jobs" in edges["docker_backend"] and "api" in edges["_jobs"]  # the walk sees imports
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for dep in edges.get(start, ()):
+            if dep == goal or (dep not in seen and reaches(dep, goal, seen | {dep})):
+                return True
+        return False
+
+    cycles = [m for m in edges if m != "__init__" and reaches(m, m, {m})]
+    assert cycles == [], f"import cycle through {cycles}"

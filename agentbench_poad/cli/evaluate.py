@@ -6,7 +6,8 @@ mode adds its option to the mutually exclusive group and its own function.
 * ``--run DIR`` -- :func:`evaluate_run` (RL-learning engineer).
 * ``--agent module:Factory`` -- :func:`evaluate_agent_spec` (leaderboard): any user agent under
   the leaderboard protocol, written as a run record (``--out``; ``--add`` also puts it on the
-  board). Options of this mode are added by :func:`_add_agent_mode_options`.
+  board). Options of this mode are added by :func:`_add_agent_mode_options`. ``--agent
+  lm:MODEL`` is the untrained model as an agent (``agentbench_poad.baselines.base_model``).
 """
 
 from __future__ import annotations
@@ -25,13 +26,20 @@ def add_parser(subparsers) -> None:
         "--run DIR: the policy of a training run (its newest checkpoint) on the run's env,\n"
         "played exactly like a point of the run's learning curve (same runner, same seeds).\n"
         "--agent MODULE:FACTORY: your agent under the leaderboard protocol, written as a run\n"
-        "record (options below; docs/leaderboard.md says how to submit it).",
+        "record (options below; docs/leaderboard.md says how to submit it).\n"
+        "--agent lm:MODEL: the untrained model as an agent (the board's base-model row), e.g.\n"
+        "  agentbench-poad evaluate --agent lm:smollm2-135m --env Overcooked-TomatoSalad-v0 \\\n"
+        "      --seeds 0 1 2 --episodes 10\n"
+        "MODEL is a named model (fetched on first use; `agentbench-poad model list`), a .gguf\n"
+        "file, a model directory or a hub id. It samples like the paper's evaluation;\n"
+        "--agent-kwargs '{\"greedy\": true}' takes the most likely action instead.",
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="a run directory written by `agentbench-poad train`")
     source.add_argument("--agent", metavar="MODULE:FACTORY",
                         help="your agent: a class or factory, 'package.module:Name' or "
-                             "'path/to/file.py:Name' (leaderboard protocol, writes a run record)")
+                             "'path/to/file.py:Name'; or 'lm:MODEL', the untrained model "
+                             "(leaderboard protocol, writes a run record)")
     p.add_argument("--env", dest="env_id", help="environment id (default: the run's)")
     p.add_argument("--episodes", type=int, default=10, help="episodes")
     p.add_argument("--seed", type=int, default=0, help="seed of the episodes' resets")
@@ -173,6 +181,9 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
         return die(str(exc))
     if args.env_id not in gym.registry:
         return die(f"unknown environment id {args.env_id!r}; see `agentbench-poad envs`")
+    from agentbench_poad.errors import DependencyNotInstalled
+    from agentbench_poad.rl.models import ModelNotAvailable
+
     try:
         plan = EvaluationPlan(
             agent=args.agent, env_ids=(args.env_id,), seeds=tuple(_seeds(args)),
@@ -183,7 +194,11 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
         return die(str(exc))
     provenance = Provenance(agent_name=args.name, base_model=args.base_model,
                             adapter=args.adapter, command=canonical_command(args))
-    (record,) = evaluate_plan(plan, provenance, out_dir=args.out, progress=not args.no_progress)
+    try:
+        (record,) = evaluate_plan(plan, provenance, out_dir=args.out,
+                                  progress=not args.no_progress)
+    except (ModelNotAvailable, DependencyNotInstalled) as exc:  # e.g. lm:NAME offline
+        return die(str(exc))
     sc = record["scores"]
     failed = sum(s["failed_episodes"] for s in sc["per_seed"])
     print(f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "

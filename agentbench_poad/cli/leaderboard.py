@@ -191,10 +191,13 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from agentbench_poad.leaderboard.report import build_report, load_paper_results
+    from agentbench_poad.leaderboard.report import build_report, load_paper
 
     records = _load(args)
-    paper = load_paper_results(args.paper)
+    try:
+        paper = load_paper(args.paper)
+    except (OSError, ValueError) as exc:
+        return die(str(exc))
     md, page = build_report(records, args.out, paper_results=paper)
     print(f"wrote {md}")
     print(f"wrote {page}")

@@ -15,8 +15,10 @@ def add_parser(subparsers) -> None:
         subparsers,
         "train",
         "train a reference agent (POAD, NTPO, TWOSOME) with LoRA",
-        "Train a reference agent on ENV with a causal LM (hub id or local directory; make a\n"
-        "small offline one with `agentbench-poad model init tiny --out DIR`). Hyper-parameters\n"
+        "Train a reference agent on ENV with a causal LM: a named model (e.g. smollm2-135m,\n"
+        "fetched on first use; `agentbench-poad model list`), a .gguf file, a local directory or\n"
+        "a hub id (make a small offline one with `agentbench-poad model init tiny --out DIR`).\n"
+        "The run's config.json keeps the model as given (the name, not a cache path). Hyper-parameters\n"
         "come from the paper's preset for the env family (--preset auto), overridden field by\n"
         "field with --set KEY=VALUE (e.g. --set lr=1e-5 --set num_envs=2). The run directory\n"
         "gets config.json, metrics.jsonl, learning_curve.json, tb/ and checkpoints/; --resume\n"
@@ -24,7 +26,8 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--agent", required=True, choices=AGENTS, help="algorithm")
     p.add_argument("--env", required=True, dest="env_id", help="environment id")
-    p.add_argument("--model", required=True, help="hub id or local directory of a causal LM")
+    p.add_argument("--model", required=True,
+                   help="named model (smollm2-135m), .gguf file, local directory or hub id")
     p.add_argument("--total-steps", type=int, required=True, help="environment steps")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("--out", required=True, help="run directory")

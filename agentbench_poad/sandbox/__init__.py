@@ -26,14 +26,17 @@ from agentbench_poad.sandbox.api import (
     SandboxResult,
     SandboxUnavailable,
 )
+from agentbench_poad.sandbox.concurrency import MachineSlots, concurrency_limit
 from agentbench_poad.sandbox.registry import get_backend, run_code, sandbox_status
 
 __all__ = [
     "Backend",
     "FailureCategory",
     "Limits",
+    "MachineSlots",
     "SandboxResult",
     "SandboxUnavailable",
+    "concurrency_limit",
     "get_backend",
     "run_code",
     "sandbox_status",

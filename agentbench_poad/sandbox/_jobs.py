@@ -19,9 +19,7 @@ caps, ``np.load(allow_pickle=False)``, numeric dtype, finite values, expected sh
 from __future__ import annotations
 
 import json
-import keyword
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -31,17 +29,21 @@ from typing import Any
 
 import numpy as np
 
-from agentbench_poad.sandbox.api import FailureCategory, Limits, OutputShapes, SandboxResult
+from agentbench_poad.sandbox.api import (
+    MAX_OUTPUT_SLOTS,
+    FailureCategory,
+    Limits,
+    OutputShapes,
+    SandboxResult,
+    valid_name,
+)
 
 #: Unprivileged uid/gid the sandbox runs as (``nobody`` on Debian).
 SANDBOX_UID = 65534
 #: Output files pre-created per job (more when ``output_shapes`` names more outputs).
 OUTPUT_SLOTS = 8
-#: Hard cap on outputs per call: each slot may reach the file-size limit on the host disk.
-MAX_OUTPUT_SLOTS = 64
 #: The harness's status file is tiny; anything bigger is tampering.
 MAX_STATUS_BYTES = 64_000
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _HARNESS = Path(__file__).with_name("harness.py")
 #: Categories the harness may report; "timeout" and "sandbox_error" are the host's to decide.
 _HARNESS_CATEGORIES = {
@@ -55,37 +57,6 @@ _HARNESS_CATEGORIES = {
 def slots_for(output_shapes: OutputShapes | None) -> int:
     """Output files to pre-create for a call."""
     return max(OUTPUT_SLOTS, len(output_shapes or ()))
-
-
-def check_call(source: object, entry: object, inputs: object,
-               output_shapes: OutputShapes | None) -> None:
-    """Reject caller mistakes (these are bugs on the host side, not sandbox failures)."""
-    if not isinstance(source, str):
-        raise TypeError(f"source must be a str, got {type(source).__name__}")
-    if not isinstance(entry, str) or not _valid_name(entry):
-        raise ValueError(f"entry must be a Python identifier, got {entry!r}")
-    if not isinstance(inputs, Mapping):
-        raise TypeError(f"inputs must be a mapping of name -> numpy array, got "
-                        f"{type(inputs).__name__}")
-    for name, array in inputs.items():
-        if not isinstance(name, str) or not _valid_name(name):
-            raise ValueError(f"input names must be Python identifiers (they become keyword "
-                             f"arguments), got {name!r}")
-        if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
-            raise TypeError(f"input {name!r} must be a numeric numpy array (bool, int, uint or "
-                            f"float); convert it on the host first")
-    if output_shapes is not None:
-        if len(output_shapes) > MAX_OUTPUT_SLOTS:
-            raise ValueError(f"at most {MAX_OUTPUT_SLOTS} outputs per call, got "
-                             f"{len(output_shapes)}")
-        for name, shape in output_shapes.items():
-            if not _valid_name(name) or not all(d is None or isinstance(d, int) for d in shape):
-                raise ValueError(f"output_shapes must map identifiers to tuples of int | None, "
-                                 f"got {name!r}: {shape!r}")
-
-
-def _valid_name(name: str) -> bool:
-    return bool(_NAME.match(name)) and not keyword.iskeyword(name)
 
 
 def _can_chown() -> bool:
@@ -214,7 +185,7 @@ def read_outputs(out_dir: Path, names: list[Any], limits: Limits,
         raise _Invalid("the entry returned no outputs")
     if len(names) > slots:
         raise _Invalid(f"{len(names)} outputs; at most {slots} are allowed")
-    if not all(isinstance(n, str) and _valid_name(n) for n in names) or len(set(names)) != len(
+    if not all(isinstance(n, str) and valid_name(n) for n in names) or len(set(names)) != len(
             names):
         raise _Invalid("output names must be distinct Python identifiers")
     if output_shapes is not None and set(names) != set(output_shapes):

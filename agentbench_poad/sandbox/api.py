@@ -9,12 +9,14 @@ else the sandbox says is trusted: a forged "ok" status without valid outputs is 
 from __future__ import annotations
 
 import abc
-import os
-import threading
+import keyword
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
+
+from agentbench_poad.sandbox.concurrency import run_slot
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -108,36 +110,45 @@ class SandboxUnavailable(RuntimeError):
     """A backend cannot run on this machine; the message says what to install or start."""
 
 
-# -- concurrency ---------------------------------------------------------------------------------
+# -- call checks ---------------------------------------------------------------------------------
 
-_SEMAPHORE_LOCK = threading.Lock()
-_SEMAPHORE: tuple[tuple[int, int], threading.BoundedSemaphore] | None = None
-
-
-def concurrency_limit() -> int:
-    """Runs allowed at once in this process: ``AGENTBENCH_SANDBOX_CONCURRENCY`` or the CPU count."""
-    raw = os.environ.get("AGENTBENCH_SANDBOX_CONCURRENCY", "").strip()
-    if raw:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"AGENTBENCH_SANDBOX_CONCURRENCY must be a positive integer, "
-                             f"got {raw!r}") from None
-        if value < 1:
-            raise ValueError(f"AGENTBENCH_SANDBOX_CONCURRENCY must be >= 1, got {value}")
-        return value
-    return os.cpu_count() or 1
+#: Hard cap on outputs per call: each one may reach the file-size limit on the host disk.
+MAX_OUTPUT_SLOTS = 64
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
-def _semaphore() -> threading.BoundedSemaphore:
-    # Keyed by pid: a forked worker (gymnasium AsyncVectorEnv) must not inherit a semaphore whose
-    # holders live in the parent. Keyed by the limit too, so a changed setting takes effect.
-    global _SEMAPHORE
-    key = (os.getpid(), concurrency_limit())
-    with _SEMAPHORE_LOCK:
-        if _SEMAPHORE is None or _SEMAPHORE[0] != key:
-            _SEMAPHORE = (key, threading.BoundedSemaphore(key[1]))
-        return _SEMAPHORE[1]
+def valid_name(name: str) -> bool:
+    """True for a Python identifier of at most 64 characters that is not a keyword."""
+    return bool(_NAME.match(name)) and not keyword.iskeyword(name)
+
+
+def check_call(source: object, entry: object, inputs: object,
+               output_shapes: OutputShapes | None) -> None:
+    """Reject caller mistakes (these are bugs on the host side, not sandbox failures)."""
+    import numpy as np
+
+    if not isinstance(source, str):
+        raise TypeError(f"source must be a str, got {type(source).__name__}")
+    if not isinstance(entry, str) or not valid_name(entry):
+        raise ValueError(f"entry must be a Python identifier, got {entry!r}")
+    if not isinstance(inputs, Mapping):
+        raise TypeError(f"inputs must be a mapping of name -> numpy array, got "
+                        f"{type(inputs).__name__}")
+    for name, array in inputs.items():
+        if not isinstance(name, str) or not valid_name(name):
+            raise ValueError(f"input names must be Python identifiers (they become keyword "
+                             f"arguments), got {name!r}")
+        if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
+            raise TypeError(f"input {name!r} must be a numeric numpy array (bool, int, uint or "
+                            f"float); convert it on the host first")
+    if output_shapes is not None:
+        if len(output_shapes) > MAX_OUTPUT_SLOTS:
+            raise ValueError(f"at most {MAX_OUTPUT_SLOTS} outputs per call, got "
+                             f"{len(output_shapes)}")
+        for name, shape in output_shapes.items():
+            if not valid_name(name) or not all(d is None or isinstance(d, int) for d in shape):
+                raise ValueError(f"output_shapes must map identifiers to tuples of int | None, "
+                                 f"got {name!r}: {shape!r}")
 
 
 class Backend(abc.ABC):
@@ -161,11 +172,9 @@ class Backend(abc.ABC):
         output_shapes: OutputShapes | None = None,
     ) -> SandboxResult:
         """Run ``entry(**inputs)`` from ``source`` in the sandbox; see :func:`run_code`."""
-        from agentbench_poad.sandbox._jobs import check_call
-
         check_call(source, entry, inputs, output_shapes)
         limits = limits or Limits()
-        with _semaphore():
+        with run_slot():
             return self._run(source, entry, inputs, limits, output_shapes)
 
     @abc.abstractmethod

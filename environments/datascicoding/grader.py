@@ -25,13 +25,8 @@ syntax errors and trivially empty bodies) and run only in :mod:`agentbench_poad.
 from __future__ import annotations
 
 import ast
-import contextlib
-import os
-import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -144,62 +139,6 @@ def make_splits(n_rows: int, n_splits: int = 5) -> list[tuple[np.ndarray, np.nda
     ]
 
 
-class MachineSlots:
-    """At most ``n`` sandbox runs at once across every process of this user on this machine.
-
-    The sandbox bounds concurrency per process; gymnasium's ``AsyncVectorEnv`` runs one env per
-    process, so without this N workers would start N sandboxes at once. Slots are ``flock``-ed
-    files: the kernel releases a slot when its holder exits, even when it is killed.
-
-    Args:
-        n: slots; default ``AGENTBENCH_SANDBOX_CONCURRENCY`` or the CPU count (the sandbox's
-            per-process default).
-        directory: where the slot files live (default: a per-user folder in the temp dir).
-    """
-
-    def __init__(self, n: int | None = None, directory: str | Path | None = None) -> None:
-        if n is None:
-            from agentbench_poad.sandbox.api import concurrency_limit
-
-            n = concurrency_limit()
-        if n < 1:
-            raise ValueError(f"MachineSlots needs n >= 1, got {n}")
-        self.n = int(n)
-        self.directory = Path(directory) if directory is not None else Path(
-            tempfile.gettempdir()) / f"agentbench-poad-sandbox-slots-{os.getuid()}"
-
-    def try_acquire(self) -> int | None:
-        """A held slot's file descriptor, or ``None`` when all ``n`` are taken."""
-        import fcntl
-
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for i in range(self.n):
-            fd = os.open(self.directory / f"slot-{i}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                continue
-            return fd
-        return None
-
-    @staticmethod
-    def release(fd: int) -> None:
-        os.close(fd)  # closing the descriptor drops its flock
-
-    @contextlib.contextmanager
-    def hold(self, poll_s: float = 0.05) -> Iterator[None]:
-        """Wait for a free slot, hold it for the ``with`` block."""
-        fd = self.try_acquire()
-        while fd is None:
-            time.sleep(poll_s)
-            fd = self.try_acquire()
-        try:
-            yield
-        finally:
-            self.release(fd)
-
-
 class Grader:
     """Scores bodies of ``build_model`` on one dataset.
 
@@ -214,8 +153,9 @@ class Grader:
         holdout_fraction: share of rows held out (``"holdout"`` protocol).
         holdout_seed: seed of the held-out partition (fixed across episodes on purpose).
         n_splits: random 50/50 splits per attempt.
-        slots: the machine-wide bound on concurrent sandbox runs (``None``: a default
-            :class:`MachineSlots`; pass ``MachineSlots(n)`` to share another bound).
+
+    The sandbox bounds how many runs execute at once, machine-wide
+    (:mod:`agentbench_poad.sandbox.concurrency`); the grader holds no limit of its own.
     """
 
     def __init__(
@@ -231,7 +171,6 @@ class Grader:
         holdout_fraction: float = 0.2,
         holdout_seed: int = 0,
         n_splits: int = 5,
-        slots: MachineSlots | None = None,
     ) -> None:
         if protocol not in ("paper", "holdout"):
             raise ValueError(f"protocol must be 'paper' or 'holdout', got {protocol!r}")
@@ -245,7 +184,6 @@ class Grader:
         self.banned = tuple(banned)
         self.protocol = protocol
         self.n_splits = int(n_splits)
-        self.slots = slots
         rows = np.arange(len(self.y))
         self.holdout_rows: np.ndarray | None = None
         if protocol == "holdout":
@@ -303,11 +241,8 @@ class Grader:
             inputs[f"x_test_{i}"] = self.X[test]
             shapes[f"proba_{i}"] = (len(test), self.n_classes)
         harness = _HARNESS.format(entry=ENTRY, n_splits=len(splits), n_classes=self.n_classes)
-        if self.slots is None:
-            self.slots = MachineSlots()
-        with self.slots.hold():
-            return run_code(source + harness, ENTRY, inputs, limits=self.limits,
-                            backend=self.sandbox, output_shapes=shapes)
+        return run_code(source + harness, ENTRY, inputs, limits=self.limits,
+                        backend=self.sandbox, output_shapes=shapes)
 
     def _score(self, outputs: dict[str, np.ndarray], splits) -> list[float]:
         return [roc_auc(self.y[test], outputs[f"proba_{i}"]) for i, (_, test) in enumerate(splits)]

@@ -1,0 +1,88 @@
+"""The published board: Markdown plus one self-contained HTML page, built from records only.
+
+``build_report(records, out_dir)`` never re-runs anything. It writes
+
+* ``report.md`` -- the tables, with the charts as SVG files under ``charts/``;
+* ``report.html`` -- one page with inline CSS and inline SVG charts (no external assets, no
+  JavaScript), which renders in any browser or offline;
+* ``report-index.json`` -- which records and how many published numbers went in.
+
+The parts: :mod:`.model` builds the report as data (sections, tables, charts; every sentence
+once), :mod:`.markdown` and :mod:`.html_page` render it, :mod:`.svg` draws the charts,
+:mod:`.stats` holds the statistics and :mod:`.paper` the paper's published numbers
+(``paper_results.json``: schema, checks, loading).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentbench_poad.leaderboard.records import write_json_atomic
+from agentbench_poad.leaderboard.report.model import REFERENCE_AGENT, Report, build_model
+from agentbench_poad.leaderboard.report.paper import (
+    PAPER_RESULTS,
+    PaperResults,
+    as_paper,
+    load_paper,
+    load_paper_results,
+)
+from agentbench_poad.leaderboard.report.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    bootstrap_difference,
+    normalised,
+)
+
+
+def build_report(records: Sequence[dict[str, Any]], out_dir: Path | str,
+                 paper_results: PaperResults | Sequence[dict[str, Any]] | None = None,
+                 title: str = "agentbench-poad leaderboard") -> tuple[Path, Path]:
+    """Write ``report.md``, ``report.html``, ``charts/*.svg`` and ``report-index.json``.
+
+    Args:
+        records: validated run records (e.g. :func:`~..records.load_records`).
+        out_dir: output folder (created).
+        paper_results: the published numbers: a :class:`PaperResults` (:func:`load_paper`), a
+            list of entries (placed with the shipped layouts), or ``None`` for the shipped file.
+        title: the page title.
+
+    Returns:
+        (path of report.md, path of report.html)
+    """
+    from agentbench_poad.leaderboard.report.html_page import render_html
+    from agentbench_poad.leaderboard.report.markdown import render_markdown
+    from agentbench_poad.leaderboard.report.svg import Colors, render_chart
+
+    out_dir = Path(out_dir)
+    charts_dir = out_dir / "charts"
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    report = build_model(records, as_paper(paper_results), title=title)
+    colors = Colors()
+    charts = {chart.name: render_chart(chart, colors) for chart in report.charts()}
+    for name, svg in charts.items():
+        (charts_dir / f"{name}.svg").write_text(svg, encoding="utf-8")
+    md_path = out_dir / "report.md"
+    md_path.write_text(render_markdown(report, {n: f"charts/{n}.svg" for n in charts}),
+                       encoding="utf-8")
+    html_path = out_dir / "report.html"
+    html_path.write_text(render_html(report, charts), encoding="utf-8")
+    write_json_atomic(out_dir / "report-index.json", report.index)
+    return md_path, html_path
+
+
+__all__ = [
+    "BOOTSTRAP_RESAMPLES",
+    "BOOTSTRAP_SEED",
+    "PAPER_RESULTS",
+    "REFERENCE_AGENT",
+    "PaperResults",
+    "Report",
+    "bootstrap_difference",
+    "build_model",
+    "build_report",
+    "load_paper",
+    "load_paper_results",
+    "normalised",
+]

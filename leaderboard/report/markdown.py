@@ -1,0 +1,59 @@
+"""Markdown renderer of the report model: markup only, every sentence comes from the model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agentbench_poad.leaderboard.report.model import (
+    BarChart,
+    CurveChart,
+    Paragraph,
+    Report,
+    Section,
+    Table,
+)
+
+
+def _esc(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _italic(text: str) -> str:
+    return f"_{text}_" if text else text
+
+
+def render_table(table: Table) -> str:
+    """A captioned GitHub-flavoured Markdown table; paper rows and columns in italics."""
+    kinds = table.column_kinds or ("",) * len(table.header)
+    lines = [f"*{_esc(table.caption)}*", "",
+             "| " + " | ".join(_esc(h) for h in table.header) + " |",
+             "|" + "|".join("---" for _ in table.header) + "|"]
+    for row in table.rows:
+        cells = [_italic(c) if row.kind == "paper" or kind == "paper" else c
+                 for c, kind in zip(row.cells, kinds)]
+        lines.append("| " + " | ".join(_esc(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def _blocks(section: Section, level: int, chart_paths: Mapping[str, str]) -> list[str]:
+    out = [f"{'#' * level} {section.heading}", ""]
+    for block in section.blocks:
+        if isinstance(block, Section):
+            out += _blocks(block, level + 1, chart_paths)
+        elif isinstance(block, Paragraph):
+            out += [f"> {block.text}" if block.callout else block.text, ""]
+        elif isinstance(block, Table):
+            out += [render_table(block), ""]
+        elif isinstance(block, BarChart | CurveChart):
+            out += [f"![{block.title}]({chart_paths[block.name]})", ""]
+    return out
+
+
+def render_markdown(report: Report, chart_paths: Mapping[str, str]) -> str:
+    """The report as Markdown; ``chart_paths`` maps each chart's name to its SVG file's link."""
+    out = [f"# {report.title}", ""]
+    for p in report.intro:
+        out += [f"> {p.text}" if p.callout else p.text, ""]
+    for section in report.sections:
+        out += _blocks(section, 2, chart_paths)
+    return "\n".join(out)
