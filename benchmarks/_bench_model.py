@@ -1,9 +1,11 @@
 """Which model the speed benchmarks run on (shared by ``ppo_update.py`` and ``action_scoring.py``).
 
-``--model`` takes a local Hugging Face directory (or anything ``load_causal_lm`` resolves, such as
-a named model once the model table lands). Without it: ``$AGENTBENCH_POAD_BENCH_MODEL``, else the
-converted SmolLM2-135M-Instruct at ``/work/models/smollm2-135m`` when that directory exists, else
-a tiny random model built in a temporary directory so the script always runs.
+``--model`` takes anything ``load_causal_lm`` resolves: a named model (``smollm2-135m``, fetched on
+first use), a ``.gguf`` file or a local Hugging Face directory. Without it:
+``$AGENTBENCH_POAD_BENCH_MODEL``, else the converted SmolLM2-135M-Instruct at
+``/work/models/smollm2-135m`` when that directory exists, else the named ``smollm2-135m`` when it
+is already cached, else a tiny random model built in a temporary directory so the script always
+runs (offline, nothing fetched).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 
 #: Where the development machines keep the converted SmolLM2-135M-Instruct.
 DEFAULT_MODEL_DIR = Path("/work/models/smollm2-135m")
+#: The named model used when it is already in the model cache (``agentbench-poad model fetch``).
+DEFAULT_MODEL_NAME = "smollm2-135m"
 #: Environment variable that overrides the default model of the benchmarks.
 MODEL_ENV_VAR = "AGENTBENCH_POAD_BENCH_MODEL"
 
@@ -34,6 +38,13 @@ def resolve_model(requested: str | None, tiny_dir: tempfile.TemporaryDirectory |
         return from_env, f"{from_env} (${MODEL_ENV_VAR})"
     if (DEFAULT_MODEL_DIR / "config.json").is_file():
         return str(DEFAULT_MODEL_DIR), str(DEFAULT_MODEL_DIR)
+    try:  # the named model, when `agentbench-poad model fetch smollm2-135m` has cached it
+        from agentbench_poad.rl.model_store import is_cached
+
+        if is_cached(DEFAULT_MODEL_NAME):
+            return DEFAULT_MODEL_NAME, f"{DEFAULT_MODEL_NAME} (cached named model)"
+    except ImportError:  # pragma: no cover - a tree without the named-model table
+        pass
     from agentbench_poad.rl.models import init_tiny_model
 
     directory = tiny_dir.name if tiny_dir is not None else tempfile.mkdtemp(prefix="bench-tiny-")
