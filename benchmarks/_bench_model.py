@@ -2,9 +2,8 @@
 
 ``--model`` takes anything ``load_causal_lm`` resolves: a named model (``smollm2-135m``, fetched on
 first use), a ``.gguf`` file or a local Hugging Face directory. Without it:
-``$AGENTBENCH_POAD_BENCH_MODEL``, else the converted SmolLM2-135M-Instruct at
-``/work/models/smollm2-135m`` when that directory exists, else the named ``smollm2-135m`` when it
-is already cached, else a tiny random model built in a temporary directory so the script always
+``$AGENTBENCH_POAD_BENCH_MODEL``, else the named ``smollm2-135m`` when it is already cached
+(``agentbench-poad model fetch smollm2-135m``), else a tiny random model built in a temporary directory so the script always
 runs (offline, nothing fetched).
 """
 
@@ -14,8 +13,6 @@ import os
 import tempfile
 from pathlib import Path
 
-#: Where the development machines keep the converted SmolLM2-135M-Instruct.
-DEFAULT_MODEL_DIR = Path("/work/models/smollm2-135m")
 #: The named model used when it is already in the model cache (``agentbench-poad model fetch``).
 DEFAULT_MODEL_NAME = "smollm2-135m"
 #: Environment variable that overrides the default model of the benchmarks.
@@ -36,8 +33,6 @@ def resolve_model(requested: str | None, tiny_dir: tempfile.TemporaryDirectory |
     from_env = os.environ.get(MODEL_ENV_VAR)
     if from_env:
         return from_env, f"{from_env} (${MODEL_ENV_VAR})"
-    if (DEFAULT_MODEL_DIR / "config.json").is_file():
-        return str(DEFAULT_MODEL_DIR), str(DEFAULT_MODEL_DIR)
     try:  # the named model, when `agentbench-poad model fetch smollm2-135m` has cached it
         from agentbench_poad.rl.model_store import is_cached
 
@@ -49,4 +44,4 @@ def resolve_model(requested: str | None, tiny_dir: tempfile.TemporaryDirectory |
 
     directory = tiny_dir.name if tiny_dir is not None else tempfile.mkdtemp(prefix="bench-tiny-")
     path = init_tiny_model(Path(directory) / "tiny", seed=0, **tiny_kwargs)
-    return str(path), f"tiny random model {tiny_kwargs or ''} (no --model, no {DEFAULT_MODEL_DIR})"
+    return str(path), f"tiny random model {tiny_kwargs or ''} (no --model, {DEFAULT_MODEL_NAME} not cached)"

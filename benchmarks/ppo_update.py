@@ -18,8 +18,7 @@ cached hidden states below them; the anchor then uses the same top-``K`` adapter
 ``--max-chunk-tokens N`` packs each minibatch into length-sorted chunks of at most ``N`` padded
 tokens (exactly the same gradient).
 
-Model: ``--model``, else ``$AGENTBENCH_POAD_BENCH_MODEL``, else ``/work/models/smollm2-135m`` if it
-exists, else a tiny random model (see ``benchmarks/_bench_model.py``).
+Model: ``--model``, else ``$AGENTBENCH_POAD_BENCH_MODEL``, else the cached named model ``smollm2-135m``, else a tiny random model (see ``benchmarks/_bench_model.py``).
 """
 
 from __future__ import annotations

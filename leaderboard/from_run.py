@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.leaderboard.records import RecordError, mean_stderr
+from agentbench_poad.leaderboard.records import DEFAULT_STORE, RecordError, mean_stderr
 from agentbench_poad.registration import env_facts
 
 #: How the best code found during training is labelled in records and reports.
@@ -132,7 +132,25 @@ def load_run_agent(runs: dict[str, str], seed: int, greedy: bool = True) -> Any:
         run_dir = runs[str(seed)]
     except KeyError:
         raise RecordError(f"no training run for seed {seed} (runs: {sorted(runs)})") from None
-    return load_agent(Path(run_dir), greedy=greedy)
+    return load_agent(resolve_run_dir(run_dir), greedy=greedy)
+
+
+def resolve_run_dir(run_dir: str | Path) -> Path:
+    """A record's run path: absolute as written, or relative to the packaged results folder.
+
+    Runs committed with the board (``leaderboard/results/runs/<name>``: config, curve and the
+    final checkpoint) are stored relative, so their records verify from any checkout.
+    """
+    path = Path(run_dir)
+    return path if path.is_absolute() else DEFAULT_STORE / path
+
+
+def _stored_run_path(run_dir: Path) -> str:
+    """How a record names a run: relative when it lies under the packaged results folder."""
+    try:
+        return run_dir.relative_to(DEFAULT_STORE.resolve()).as_posix()
+    except ValueError:
+        return str(run_dir)
 
 
 def record_from_runs(
@@ -182,7 +200,7 @@ def record_from_runs(
         if str(seed) in runs:
             raise RecordError(f"two runs share training seed {seed}: {runs[str(seed)]} "
                               f"and {run_dir}")
-        runs[str(seed)] = str(run_dir)
+        runs[str(seed)] = _stored_run_path(run_dir)
     train_env = first.get("env_id")
     eval_env = env_id or train_env
     if not eval_env:

@@ -46,6 +46,43 @@ def test_preset_overrides_and_defaults():
         POADConfig.preset("atari")
 
 
+@pytest.mark.parametrize("config_class", [POADConfig, NTPOConfig, TWOSOMEConfig])
+@pytest.mark.parametrize("family", ["overcooked", "virtualhome", "datascicoding"])
+def test_mini_preset_is_the_paper_preset_with_the_cpu_values_on_top(config_class, family):
+    from agentbench_poad.rl.config import MINI_PRESETS, preset_names
+
+    if family in config_class.UNSUPPORTED:
+        with pytest.raises(ValueError, match="POAD or NTPO"):
+            config_class.preset(f"{family}-mini")
+        return
+    paper, mini = config_class.preset(family), config_class.preset(f"{family}-mini")
+    for name, value in vars(paper).items():
+        expected = MINI_PRESETS[family].get(name, value)
+        if isinstance(expected, list | tuple):
+            expected = tuple(expected)
+        assert getattr(mini, name) == expected, name
+    # one CPU budget for every algorithm: the comparison stays fair
+    assert mini.batch_size == MINI_PRESETS[family]["num_envs"] * MINI_PRESETS[family][
+        "rollout_length"]
+    assert f"{family}-mini" in preset_names(config_class)
+    assert config_class.preset(f"{family}-mini", lr=1e-5).lr == 1e-5  # overrides still win
+    with pytest.raises(ValueError, match=f"{family}-mini"):
+        config_class.preset("atari-mini")
+
+
+def test_train_resolves_mini_and_auto_from_the_env_family():
+    from agentbench_poad.rl.trainer import _algorithm_config
+
+    config, name = _algorithm_config(POAD, "Overcooked-TomatoSalad-v0", "mini", {})
+    assert name == "overcooked-mini" and config == POADConfig.preset("overcooked-mini")
+    config, name = _algorithm_config(POAD, "VirtualHome-Cheese-v0", "auto", {"lr": 2e-6})
+    assert name == "virtualhome" and config.lr == 2e-6
+    config, name = _algorithm_config(POAD, "CaseStudy-MicrowaveClose-v0", "mini", {})
+    assert name is None and config == POADConfig()  # no family preset: plain defaults
+    with pytest.raises(ValueError, match="POAD or NTPO"):
+        _algorithm_config(TWOSOME, "DataSciCoding-iris-v0", "mini", {})
+
+
 def test_twosome_refuses_open_action_envs():
     with pytest.raises(ValueError, match="POAD or NTPO"):
         TWOSOMEConfig.preset("datascicoding")

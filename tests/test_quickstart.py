@@ -25,8 +25,16 @@ def quickstart(tmp_path_factory):
 def test_quickstart_writes_a_record_per_row_and_the_report(quickstart, capsys):
     records = {r["record_id"]: r for r in load_records(quickstart / "records")}
     agents = {(r["env"]["id"], r["agent"]["name"]) for r in records.values()}
-    for name in ("poad", "ntpo", "twosome", "oracle", "random"):
+    for name in ("poad", "ntpo", "twosome", "oracle", "random", "base-greedy"):
         assert (ENV, name) in agents, name
+    base = next(r for r in records.values() if r["agent"]["name"] == "base-greedy")
+    trained = next(r for r in records.values() if r["agent"]["name"] == "poad")
+    # the base-model row is scored under the trained rows' protocol, on the same model
+    assert base["model"]["base"] == trained["model"]["base"]
+    assert base["model"]["adapter"] is None and base["protocol"]["greedy"] is True
+    for key in ("seeds", "episodes_per_seed", "reset_seed_rule"):
+        assert base["protocol"][key] == trained["protocol"][key], key
+    assert base["config"]["env_kwargs"] == trained["config"]["env_kwargs"]
     assert ("DataSciCoding-iris-v0", "oracle") in agents
     assert ("DataSciCoding-iris-v0", "random") in agents
     for r in records.values():
@@ -76,9 +84,13 @@ def test_leaderboard_add_run_makes_a_record_that_verifies(quickstart, tmp_path):
 
 @pytest.mark.slow
 def test_full_quickstart(tmp_path):
-    """The default sizes (the 15-minute budget on 2 cores; see benchmarks/quickstart_budget.py)."""
+    """The default: SmolLM2 (fetched or cached), POAD with the CPU preset; the trained row must
+    beat the base-model row (the 15-minute budget on 2 cores: benchmarks/quickstart_budget.py)."""
     assert main(["quickstart", "--out", str(tmp_path), "--no-progress"]) == 0
     assert (tmp_path / "report" / "report.html").exists()
+    rows = {r["agent"]["name"]: r for r in load_records(tmp_path / "records")
+            if r["env"]["id"] == ENV}
+    assert rows["poad"]["scores"]["mean"] > rows["base-greedy"]["scores"]["mean"]
 
 
 def test_runs_of_two_training_seeds_make_one_record_with_a_spread(quickstart, tmp_path):

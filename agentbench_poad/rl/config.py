@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from agentbench_poad.registration import BENCHMARK_FAMILIES, UnknownEnvError, env_facts
 
-__all__ = ["PPOConfig", "family_of"]
+__all__ = ["MINI_PRESETS", "PPOConfig", "family_of", "preset_names"]
 
 
 def family_of(env_id: str) -> str | None:
@@ -30,6 +30,33 @@ def family_of(env_id: str) -> str | None:
     except UnknownEnvError:
         return None  # gym.make names the problem when the run starts
     return family if family in BENCHMARK_FAMILIES else None
+
+
+#: Suffix of the CPU presets' names (``"overcooked-mini"``); ``--preset mini`` picks the env's.
+MINI_SUFFIX = "-mini"
+
+#: CPU presets (``--preset mini``): applied on top of the paper's preset of the family, and the
+#: same for POAD, NTPO and TWOSOME so the three are compared at one budget. Sized for
+#: SmolLM2-135M on 2 CPU cores; docs/agents.md ("The CPU preset") gives the reasons and what
+#: differs from the paper: a 64-sample batch, a larger learning rate (the paper's 5e-7 moves a
+#: 135M model by a KL of ~1e-5 per update), LoRA on the top layers only (with the frozen
+#: lower-layer states cached: exact), a smaller critic head.
+MINI_PRESETS: dict[str, dict[str, Any]] = {
+    family: {
+        "num_envs": 4, "rollout_length": 16, "epochs": 4, "num_minibatches": 2,
+        "lr": 1e-3, "critic_lr": 1e-3, "entropy_coef": 1e-3, "target_kl": 0.1,
+        "critic_hidden_sizes": (256,), "lora_layers": 8, "eval_every": 4, "eval_episodes": 4,
+    }
+    for family in ("overcooked", "virtualhome", "datascicoding")
+}
+MINI_PRESETS["datascicoding"] = {**MINI_PRESETS["datascicoding"], "rollout_length": 4,
+                                 "epochs": 2, "eval_every": 8, "eval_episodes": 1}
+
+
+def preset_names(config_class: type[PPOConfig]) -> list[str]:
+    """Every preset name a config class accepts (families and their ``-mini`` CPU presets)."""
+    families = sorted(config_class.PRESETS)
+    return families + [f + MINI_SUFFIX for f in families if f in MINI_PRESETS]
 
 
 @dataclass
@@ -190,22 +217,29 @@ class PPOConfig:
         return self.num_envs * self.rollout_length
 
     @classmethod
-    def preset(cls, family: str | None, **overrides: Any) -> PPOConfig:
-        """The paper's hyper-parameters for an environment family, with ``overrides`` on top.
+    def preset(cls, name: str | None, **overrides: Any) -> PPOConfig:
+        """A preset's hyper-parameters, with ``overrides`` on top.
 
         Args:
-            family: ``"overcooked"``, ``"virtualhome"``, ``"datascicoding"``, or None for the
-                plain defaults.
+            name: an env family (``"overcooked"``, ``"virtualhome"``, ``"datascicoding"``: the
+                paper's values, Appendix J), the family's CPU preset (``"overcooked-mini"`` ...:
+                the paper's values with :data:`MINI_PRESETS` on top, sized for a ~100M model on
+                a laptop; see docs/agents.md), or None for the plain defaults.
             **overrides: field values that replace the preset's.
         """
+        family, mini = name, False
+        if name is not None and name.endswith(MINI_SUFFIX):
+            family, mini = name[: -len(MINI_SUFFIX)], True
         if family is not None and family in cls.UNSUPPORTED:
             raise ValueError(f"{cls.__name__} has no {family!r} preset: {cls.UNSUPPORTED[family]}")
         if family is not None and family not in cls.PRESETS:
             raise ValueError(
-                f"unknown preset {family!r} for {cls.__name__}; choose one of "
-                f"{sorted(cls.PRESETS)} (or None for the defaults)"
+                f"unknown preset {name!r} for {cls.__name__}; choose one of "
+                f"{preset_names(cls)} (or None for the defaults)"
             )
         values = dict(cls.PRESETS.get(family, {})) if family is not None else {}
+        if mini:
+            values.update(MINI_PRESETS[family])
         values.update(overrides)
         return cls(**values)
 

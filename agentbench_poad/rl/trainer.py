@@ -44,7 +44,7 @@ import numpy as np
 
 import agentbench_poad.rl.toy  # noqa: F401  (registers the case-study ids)
 from agentbench_poad.evaluation import CellResult, EvaluationRequest, evaluate_cell
-from agentbench_poad.rl.config import PPOConfig, family_of
+from agentbench_poad.rl.config import MINI_SUFFIX, PPOConfig, family_of
 from agentbench_poad.rl.run_dir import RunDirectory, latest_checkpoint, load_run_config
 
 __all__ = [
@@ -209,14 +209,22 @@ class _Progress:
 
 def _algorithm_config(algorithm: type, env_id: str, preset: str | None,
                       overrides: dict[str, Any]) -> tuple[PPOConfig, str | None]:
-    """The algorithm's config (preset + overrides) and the preset family it used."""
+    """The algorithm's config (preset + overrides) and the name of the preset it used.
+
+    ``"auto"`` is the env family's paper preset, ``"mini"`` its CPU preset (``"<family>-mini"``);
+    ids outside the benchmark families get the plain defaults under both.
+    """
     config_class = algorithm.config_class
-    family = family_of(env_id) if preset == "auto" else preset
-    if family is not None and family not in config_class.PRESETS and preset == "auto":
-        if family in config_class.UNSUPPORTED:
+    name = preset
+    if preset in ("auto", "mini"):
+        family = family_of(env_id)
+        if family is not None and family in config_class.UNSUPPORTED:
             raise ValueError(config_class.UNSUPPORTED[family])
-        family = None
-    return config_class.preset(family, **overrides), family
+        if family is None or family not in config_class.PRESETS:
+            name = None
+        else:
+            name = family + (MINI_SUFFIX if preset == "mini" else "")
+    return config_class.preset(name, **overrides), name
 
 
 def _check_algorithm(algorithm: Any) -> None:
@@ -260,8 +268,10 @@ def train(
         out: run directory (created).
         resume: continue the run in ``out`` from its newest checkpoint (``total_steps`` may grow).
         overrides: config fields replacing the preset's (e.g. ``{"lr": 1e-4, "num_envs": 2}``).
-        preset: an env family ("overcooked", "virtualhome", "datascicoding"), "auto" (from the
-            env id; plain defaults for other ids) or None (plain defaults).
+        preset: "auto" (the env family's paper preset, Appendix J), "mini" (the family's CPU
+            preset for small models, docs/agents.md), a preset name ("overcooked",
+            "overcooked-mini", ...) or None (plain defaults). Ids outside the benchmark families
+            get the plain defaults under "auto" and "mini".
         env_kwargs: extra ``gym.make`` arguments.
         progress: show a tqdm progress bar.
         max_updates: stop after this many updates in this call (the run stays resumable).
