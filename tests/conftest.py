@@ -17,6 +17,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 
+from tests.fixtures_ray import ray_cluster  # noqa: E402,F401  (module fixture)
 from tests.fixtures_rl import tiny_model, tiny_model_dir  # noqa: E402,F401  (session fixtures)
 
 _IMAGE_LOCK = os.path.join(tempfile.gettempdir(), "agentbench-poad-sandbox-image.lock")

@@ -100,6 +100,21 @@ def _add_agent_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--store", help="with --add: records folder (default: the package's)")
     g.add_argument("--replace", action="store_true", help="with --add: replace a same-id record")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    x = p.add_argument_group(
+        "executors (--agent mode)",
+        "With --executor each (env, seed) is one cell: 'local' runs the cells here one after "
+        "another, 'ray' runs each as a Ray task (pip install \"agentbench-poad[ray]\"; "
+        "docs/scale-out.md). Records equal the in-process protocol's; finished cells are kept "
+        "under <out>/.cells/ so a re-run resumes, and a cell that fails is retried "
+        "(--max-retries) without losing the others.",
+    )
+    x.add_argument("--executor", choices=("local", "ray"),
+                   help="run the seeds as cells on this executor (default: in-process protocol "
+                        "with per-episode resume)")
+    x.add_argument("--address", help="with --executor ray: an existing cluster's address "
+                                     "(default: start a local Ray cluster)")
+    x.add_argument("--max-retries", type=int, default=2,
+                   help="re-runs of a cell that raised before it is reported as failed")
 
 
 def _json_object(text: str, flag: str) -> dict:
@@ -144,7 +159,6 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from agentbench_poad.leaderboard.protocol import evaluate, load_factory, output_path
-    from agentbench_poad.leaderboard.records import RecordError, add_record
 
     if not args.env_id:
         return die("--env is required with --agent (see `agentbench-poad envs` for the ids)")
@@ -156,18 +170,32 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
         return die(str(exc))
     if args.env_id not in gym.registry:
         return die(f"unknown environment id {args.env_id!r}; see `agentbench-poad envs`")
+    if args.executor:
+        return _evaluate_on_executor(args, agent_kwargs, env_kwargs)
+    if args.address:
+        return die("--address names a Ray cluster; add --executor ray")
     (record,) = evaluate(
         args.agent, [args.env_id], seeds=_seeds(args), episodes=args.episodes,
         agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, agent_name=args.name,
         action_timeout=args.timeout or None, out_dir=args.out, base_model=args.base_model,
         adapter=args.adapter, command=canonical_command(args), progress=not args.no_progress,
     )
+    _print_record(record, args.episodes)
+    print(f"record: {output_path(args.out, record['record_id'])}")
+    return _add(args, record)
+
+
+def _print_record(record: dict, episodes: int) -> None:
     sc = record["scores"]
     failed = sum(s["failed_episodes"] for s in sc["per_seed"])
     print(f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
           f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
-          f"{args.episodes} episodes, {failed} failed)")
-    print(f"record: {output_path(args.out, record['record_id'])}")
+          f"{episodes} episodes, {failed} failed)")
+
+
+def _add(args: argparse.Namespace, record: dict) -> int:
+    from agentbench_poad.leaderboard.records import RecordError, add_record
+
     if args.add:
         try:
             path = add_record(record, args.store, replace=args.replace)
@@ -175,3 +203,40 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
             return die(str(exc))
         print(f"added to the board: {path}")
     return 0
+
+
+def _evaluate_on_executor(args: argparse.Namespace, agent_kwargs: dict, env_kwargs: dict) -> int:
+    """``--executor local|ray``: one cell per seed (agentbench_poad.leaderboard.sweep)."""
+    import sys
+
+    from agentbench_poad.errors import DependencyNotInstalled
+    from agentbench_poad.executors import get_executor
+    from agentbench_poad.leaderboard.sweep import evaluate_grid
+
+    def report_failure(cell, attempt: int, error: str) -> None:
+        print(f"cell {cell.env_id} seed {cell.seed} failed (attempt {attempt}): "
+              f"{error.splitlines()[0]}", file=sys.stderr)
+
+    try:
+        executor = get_executor(args.executor, address=args.address,
+                                max_retries=args.max_retries)
+    except (DependencyNotInstalled, ValueError, ConnectionError) as exc:
+        return die(str(exc))
+    with executor:
+        result = evaluate_grid(
+            args.agent, [args.env_id], seeds=_seeds(args), episodes=args.episodes,
+            executor=executor, out_dir=args.out, agent_kwargs=agent_kwargs,
+            env_kwargs=env_kwargs, agent_name=args.name, action_timeout=args.timeout or None,
+            base_model=args.base_model, adapter=args.adapter, command=canonical_command(args),
+            on_failure=report_failure,
+        )
+    for outcome in result.failed:
+        print(f"FAILED cell {outcome.cell.env_id} seed {outcome.cell.seed} after "
+              f"{outcome.attempts} attempts: {outcome.error.splitlines()[0]}", file=sys.stderr)
+    if not result.records:
+        return die("no record written: a cell failed on every attempt (see above); re-run the "
+                   "same command to retry the failed cells (finished cells are kept)")
+    (record,) = result.records
+    _print_record(record, args.episodes)
+    print(f"record: {result.paths[0]} ({result.reused} cells reused)")
+    return _add(args, record)
