@@ -378,7 +378,10 @@ def train(
     algorithm = algorithm_class(config, policy, seed=_derived_seed(seed, _CRITIC))
     action_generator = torch.Generator().manual_seed(_derived_seed(seed, _ACTIONS))
     shuffle_generator = torch.Generator().manual_seed(_derived_seed(seed, _SHUFFLE))
-    slots = [_EnvSlot(_make_env(env_id, env_kwargs), i) for i in range(config.num_envs)]
+    from agentbench_poad.rl.env_executors import make_envs, step_envs
+
+    envs = make_envs(env_id, env_kwargs, config.num_envs, config.env_executor)
+    slots = [_EnvSlot(env, i) for i, env in enumerate(envs)]
 
     start_update, env_steps = 0, 0
     learning_curve: list[dict[str, Any]] = []
@@ -428,9 +431,10 @@ def train(
                 records = algorithm.collect([s.observation for s in slots],
                                             [s.info.get("available_actions") for s in slots],
                                             action_generator)
-                for slot, record in zip(slots, records):
+                results = step_envs([s.env for s in slots], [r.sample.text for r in records])
+                for slot, record, result in zip(slots, records, results):
                     action = record.sample.text
-                    obs, reward, terminated, truncated, info = slot.env.step(action)
+                    obs, reward, terminated, truncated, info = result
                     env_steps += 1
                     slot.actions.append(action)
                     slot.episode_return += float(reward)
@@ -500,9 +504,9 @@ def train(
 
 
 def _identity(value: Any) -> Any:
-    """What must match to resume a run: everything but where it runs (``device``)."""
+    """What must match to resume a run: everything but where it runs (``device``, envs)."""
     if isinstance(value, dict) and "device" in value:
-        return {k: v for k, v in value.items() if k != "device"}
+        return {k: v for k, v in value.items() if k not in ("device", "env_executor")}
     return value
 
 
