@@ -1,8 +1,19 @@
 """agentbench-poad: text environments, reference agents and a leaderboard for RL-trained LLM agents.
 
-Importing this package is cheap: public names are loaded on first use (PEP 562), so the
-gymnasium registration hook can import it while gymnasium itself is still importing, and torch,
-docker and the environment families are only imported by the code that needs them.
+Importing this package registers every environment id with gymnasium (Gymnasium 1.x practice,
+as Minigrid does)::
+
+    import gymnasium as gym
+    import agentbench_poad  # registers the ids
+
+    gym.register_envs(agentbench_poad)  # optional: tells linters the import is used
+    env = gym.make("Overcooked-TomatoSalad-v0")
+
+or, with no import of ours, ``gym.make("agentbench_poad:Overcooked-TomatoSalad-v0")`` (gymnasium
+imports the module before the ``:`` first). ``import gymnasium`` alone registers nothing.
+
+Importing this package is cheap: registration reads the task tables only (no engine, no torch,
+no docker connection), and public names are loaded on first use (PEP 562).
 """
 
 from __future__ import annotations
@@ -10,6 +21,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentbench_poad.registration import (
+    EnvFacts,
+    EnvFamily,
+    TaskRow,
+    env_facts,
+    paper_layout,
+    register_envs,
+    register_family,
+    registered_ids,
+)
 from agentbench_poad.version import __version__
 
 _LAZY = {
@@ -23,7 +44,18 @@ _LAZY = {
     "DependencyNotInstalled": "agentbench_poad.errors",
 }
 
-__all__ = [*_LAZY, "__version__"]
+__all__ = [
+    *_LAZY,
+    "EnvFacts",
+    "EnvFamily",
+    "TaskRow",
+    "__version__",
+    "env_facts",
+    "paper_layout",
+    "register_envs",
+    "register_family",
+    "registered_ids",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
     # ruff: noqa: F401 - re-exported lazily through __getattr__
@@ -37,3 +69,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'agentbench_poad' has no attribute {name!r}")
+
+
+# Gymnasium 1.x practice (as Minigrid does): importing the package registers every id, so
+# `import agentbench_poad; gym.make(id)` and `gym.make("agentbench_poad:<id>")` both work.
+register_envs()

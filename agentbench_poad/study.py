@@ -64,7 +64,7 @@ _STUDY_KEYS = {"name", "model", "preset", "seeds", "total_steps", "device", "env
                "overrides"}
 _EVAL_KEYS = {"episodes", "greedy", "seeds", "action_timeout"}
 _GROUP_KEYS = {"name", "label", "agents", "envs", "seeds", "total_steps", "overrides",
-               "eval_envs", "eval", "preset", "model"}
+               "eval_envs", "eval", "preset", "model", "agent_kwargs"}
 #: Run-config fields a study must not override (the study sets them itself).
 _RESERVED = {"device", "env_executor"}
 
@@ -106,9 +106,9 @@ class EvalTask:
     agent: str | None = None
     agent_name: str | None = None
     seeds: tuple[int, ...] = ()
-    base_model: str | None = None
     action_timeout: float | None = 60.0
     study: str = ""
+    agent_kwargs_json: str = "{}"
 
 
 @dataclass
@@ -165,8 +165,7 @@ def _trainable() -> dict[str, Any]:
 
 def _check_agent_spec(spec: str) -> str | None:
     """None when ``spec`` names an agent the evaluation can build, else why not."""
-    # TODO(runner): the core's one agent-spec parser (with the models lane's ``lm:`` branch).
-    from agentbench_poad.leaderboard.protocol import load_factory
+    from agentbench_poad.agents import load_factory
 
     try:
         load_factory(spec)
@@ -275,8 +274,9 @@ def load_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
                         greedy=bool(protocol.get("greedy", True)),
                         eval_dir=str(out_dir / "evals" / key), records_dir=str(records_dir),
                         agent=agent, seeds=tuple(int(s) for s in protocol.get("seeds", seeds)),
-                        base_model=g_model or None,
-                        action_timeout=protocol.get("action_timeout", 60.0), study=name))
+                        action_timeout=protocol.get("action_timeout", 60.0), study=name,
+                        agent_kwargs_json=json.dumps(group.get("agent_kwargs", {}),
+                                                     sort_keys=True)))
                     continue
                 family = _family(env_id, preset)
                 config_class = algorithm.config_class
@@ -362,6 +362,7 @@ class _TrainJob:
 
 def _train_job(job: _TrainJob) -> dict[str, Any]:
     """Train (or resume) one cell; its wall time is added to ``study_wall_time.json``."""
+    from agentbench_poad.baselines import get_algorithm
     from agentbench_poad.rl.trainer import train
 
     cell = job.cell
@@ -374,7 +375,7 @@ def _train_job(job: _TrainJob) -> dict[str, Any]:
     resume = (run_dir / "config.json").exists()
     started = time.perf_counter()
     try:
-        train(cell.agent, cell.env_id, cell.model, total_steps=cell.total_steps, seed=cell.seed,
+        train(get_algorithm(cell.agent), cell.env_id, cell.model, total_steps=cell.total_steps, seed=cell.seed,
               out=run_dir, resume=resume, overrides=overrides, preset=cell.preset,
               progress=False, max_updates=job.max_updates)
     finally:  # an interrupted session's time counts too (a SIGKILL loses that session's)
@@ -426,13 +427,15 @@ def _eval_job(task: EvalTask) -> str:
         known = [w for w in wall.values() if w is not None]
         record["training"]["wall_time_s"] = float(sum(known)) if known else None
     else:
-        from agentbench_poad.leaderboard.protocol import evaluate
+        from agentbench_poad.leaderboard.protocol import Provenance, evaluate
 
         (record,) = evaluate(
             task.agent, [task.env_id], seeds=list(task.seeds), episodes=task.episodes,
+            agent_kwargs=json.loads(task.agent_kwargs_json),
             action_timeout=task.action_timeout, out_dir=eval_dir,
-            base_model=task.base_model, greedy=task.greedy, config={"study": study},
-            command=f"agentbench-poad study SPEC  # {task.study}: {task.key}")
+            provenance=Provenance(
+                config={"study": study},
+                command=f"agentbench-poad study SPEC  # {task.study}: {task.key}"))
     path = Path(task.records_dir) / f"{record['record_id']}.json"
     write_record(path, record)
     (eval_dir / "done.json").write_text(json.dumps({"record": str(path)}) + "\n")
@@ -509,12 +512,23 @@ def run_study(
                      if c.run_dir in study.needs.get(task.key, [])):
                 ready.append(task)
                 log(f"evaluate {task.key}")
+        if device:  # evaluation-only base-model agents run on the same device
+            ready = [_on_device(t, device) for t in ready]
         for outcome in runner.map(_eval_job, ready, on_failure=failed):
             if outcome.ok:
                 result.records.append(outcome.value)
             else:
                 result.failed.append(outcome.cell.key)
     return result
+
+
+def _on_device(task: EvalTask, device: str) -> EvalTask:
+    from dataclasses import replace
+
+    if not (task.agent or "").startswith("lm:"):
+        return task
+    kwargs = {**json.loads(task.agent_kwargs_json), "device": device}
+    return replace(task, agent_kwargs_json=json.dumps(kwargs, sort_keys=True))
 
 
 def _describe(job: Any) -> str:

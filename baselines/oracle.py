@@ -2,7 +2,8 @@
 
 An oracle reads the environment *state* (not only the prompt), so it is bound to one env
 instance. Each family provides its oracle in ``oracle_<family>.py`` as ``make_<family>_oracle``;
-this module only dispatches on the family of ``env.unwrapped``.
+this module only dispatches on the env's family (its registered facts,
+:func:`agentbench_poad.registration.family_of_env`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import importlib
 import gymnasium as gym
 
 from agentbench_poad.agents import Agent
+from agentbench_poad.registration import family_of_env
 
-#: env family (the package under agentbench_poad.environments) -> "module:factory"
+#: env family (``env_facts(env_id).family``) -> "module:factory"
 ORACLE_FACTORIES = {
     "overcooked": "agentbench_poad.baselines.oracle_overcooked:make_overcooked_oracle",
     "virtualhome": "agentbench_poad.baselines.oracle_virtualhome:make_virtualhome_oracle",
@@ -23,11 +25,10 @@ ORACLE_FACTORIES = {
 
 def env_family(env: gym.Env) -> str:
     """The family name of an agentbench-poad env (``"overcooked"``, ...)."""
-    module = type(env.unwrapped).__module__
-    prefix = "agentbench_poad.environments."
-    if not module.startswith(prefix):
+    family = family_of_env(env)
+    if family is None:
         raise ValueError(f"{type(env.unwrapped).__name__} is not an agentbench-poad environment")
-    return module[len(prefix) :].split(".")[0]
+    return family
 
 
 def make_oracle(env: gym.Env) -> Agent:

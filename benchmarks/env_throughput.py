@@ -19,7 +19,7 @@ import time
 import gymnasium as gym
 import numpy as np
 
-from agentbench_poad.environments import registered_ids
+from agentbench_poad import env_facts, registered_ids
 
 TARGET_RATIO = 20.0
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
         lake = gym.make("FrozenLake-v1", render_mode="ansi")
         return time_env(lake, args.seconds, args.seed, anchor=True)
 
-    ids = [i for i in registered_ids() if not i.startswith("DataSciCoding-")]
+    ids = [i for i in registered_ids() if env_facts(i).actions == "restricted"]
     per_step = {}
     # The anchor is measured before and after the envs (the machine may be shared) and averaged.
     first = measure_anchor()

@@ -1,8 +1,9 @@
 """The leaderboard of agentbench-poad (import name ``agentbench_poad.leaderboard``).
 
 * :func:`evaluate` -- score any agent (``act(observation, available_actions) -> str``) on
-  registered ids under the evaluation protocol; returns schema-validated run records
-  (:mod:`.protocol`);
+  registered ids under the evaluation protocol (:class:`EvaluationPlan` says what to score,
+  :class:`Provenance` where the agent came from); returns schema-validated run records
+  (:mod:`.protocol`, which plays every episode with :mod:`agentbench_poad.evaluation`);
 * :mod:`.records` -- the run-record store: atomic, validated writes and reads
   (schema in :mod:`.schema`);
 * :func:`record_from_runs` -- training run dirs to a record (:mod:`.from_run`);
@@ -19,7 +20,9 @@ from typing import Any
 
 _LAZY = {
     "evaluate": "agentbench_poad.leaderboard.protocol",
-    "run_episode": "agentbench_poad.leaderboard.protocol",
+    "evaluate_plan": "agentbench_poad.leaderboard.protocol",
+    "EvaluationPlan": "agentbench_poad.leaderboard.protocol",
+    "Provenance": "agentbench_poad.leaderboard.protocol",
     "load_records": "agentbench_poad.leaderboard.records",
     "read_record": "agentbench_poad.leaderboard.records",
     "write_record": "agentbench_poad.leaderboard.records",

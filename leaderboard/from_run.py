@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_poad.leaderboard.records import RecordError, mean_stderr
+from agentbench_poad.registration import env_facts
 
 #: How the best code found during training is labelled in records and reports.
 BEST_CODE_LABEL = "best code found during training (not the final policy)"
@@ -147,6 +148,7 @@ def record_from_runs(
     out_dir: Path | str | None = None,
     env_kwargs: dict[str, Any] | None = None,
     config: dict[str, Any] | None = None,
+    batch_size: int | None = None,
 ) -> dict[str, Any]:
     """Evaluate the final checkpoints of training runs and build one record.
 
@@ -159,8 +161,10 @@ def record_from_runs(
         env_kwargs: ``gym.make`` arguments (default: the runs' own when evaluating on their
             training env, else none).
         config: extra configuration stored in the record.
+        batch_size: episodes played in lockstep (default: all of a seed's, as the trainer's
+            learning curve plays them, so the record matches the curve's last point).
     """
-    from agentbench_poad.leaderboard.protocol import evaluate
+    from agentbench_poad.leaderboard.protocol import EvaluationPlan, Provenance, evaluate_plan
 
     run_dirs = [Path(r).resolve() for r in run_dirs]
     if not run_dirs:
@@ -200,25 +204,17 @@ def record_from_runs(
     }
     suffix = None
     if env_id and train_env and env_id != train_env:
-        suffix = "trainedon-" + str(train_env).split("-")[1] if "-" in str(train_env) else None
-    records = evaluate(
-        "agentbench_poad.leaderboard.from_run:load_run_agent",
-        [eval_env],
-        seeds=[int(s) for s in runs],
-        episodes=episodes,
-        agent_kwargs={"runs": runs, "greedy": greedy},
-        agent_name=agent,
-        action_timeout=action_timeout,
-        base_model=base_model,
-        adapter="LoRA (last checkpoint of each run)",
-        greedy=greedy,
-        learning_curve=curve if eval_env == train_env else None,
-        training=training,
-        config={"training_config": first, **(config or {})},
-        env_kwargs=env_kwargs,
-        command=command,
-        record_suffix=suffix,
-        progress=progress,
-        out_dir=out_dir,
+        suffix = f"trainedon-{env_facts(str(train_env)).task}"
+    plan = EvaluationPlan(
+        agent="agentbench_poad.leaderboard.from_run:load_run_agent", env_ids=(eval_env,),
+        seeds=tuple(int(s) for s in runs), episodes=episodes,
+        agent_kwargs={"runs": runs, "greedy": greedy}, env_kwargs=env_kwargs or {},
+        action_timeout=action_timeout, batch_size=batch_size,
     )
-    return records[0]
+    provenance = Provenance(
+        agent_name=agent, base_model=base_model, adapter="LoRA (last checkpoint of each run)",
+        greedy=greedy, learning_curve=curve if eval_env == train_env else None,
+        training=training, config={"training_config": first, **(config or {})},
+        command=command, record_suffix=suffix,
+    )
+    return evaluate_plan(plan, provenance, progress=progress, out_dir=out_dir)[0]

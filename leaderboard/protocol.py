@@ -1,276 +1,172 @@
-"""The evaluation protocol: score any agent on any registered ids and produce run records.
+"""The evaluation protocol: score any agent on registered ids and produce run records.
 
-Protocol (the paper's, see REFERENCE_SPEC §2.5 and §3.4):
+Protocol (the paper's, see REFERENCE_SPEC §2.5 and §3.4). Every (env id, seed) is one *cell*
+played by the core runner, :func:`agentbench_poad.evaluation.evaluate_cell`, whose docstring
+states the rules the board shares with the trainer's learning curves:
 
-* For every env id and every seed ``s`` in ``seeds``, ``episodes`` episodes are played; episode
-  ``i`` resets the env (and the agent, when it has ``reset``) with ``reset_seed = s * 100000 + i``,
-  so every episode is reproducible on its own.
-* Restricted-action envs (Overcooked, VirtualHome): the score of an episode is its undiscounted
-  return; success is ``info["success"]`` when the env reports it, else ``return > 0`` (the
-  paper's VirtualHome rule). Table 1 of the paper uses 100 episodes with stochastic sampling.
-* Open-action envs (DataSciCoding, ``available_actions is None``): the score is the ROC AUC of the
-  final code, i.e. the last step's reward when that attempt ran (reward >= 0), else 0.0 -- an
-  episode whose five attempts all failed scores 0. Success = the final code ran.
-* A seed's score is the mean over its episodes; the record reports mean +- standard error over
-  seeds.
+* episode ``i`` of seed ``s`` resets the env (and the agent, when it has ``reset``) with
+  ``reset_seed = s * 100000 + i``, so every episode is reproducible on its own (agents with
+  ``act_batch`` play their episodes in batches, reset per batch: see the runner);
+* restricted-action envs (Overcooked, VirtualHome): the score of an episode is its undiscounted
+  return; open-action envs (DataSciCoding, ``available_actions is None``): the ROC AUC of the final
+  code, i.e. the last step's reward when that attempt ran (reward >= 0), else 0.0;
+* success is ``info["success"]`` when the env reports it, else ``return > 0`` (restricted; the
+  paper's VirtualHome rule) or "the final code ran" (open);
+* agents that raise, return a non-string or miss the per-action deadline (``action_timeout``)
+  fail their episode with the reason recorded; the evaluation goes on.
 
-Bad agents: every ``act`` call runs in a worker **thread** with a deadline (``action_timeout``;
-one long-lived daemon worker per evaluating thread, so the deadline costs little). An agent that
-raises, returns a non-string or misses the deadline ends the episode as *failed* with the reason
-recorded; the evaluation goes on. A thread cannot be killed, so a hung call keeps running in the
-background (its daemon worker is abandoned and a new one started) and the agent is rebuilt from
-its factory for the next episode (an agent *instance* passed directly is reused as is). Use a
-subprocess-backed agent if your agent can hang forever holding resources.
+A seed's score is the mean over its episodes; the record reports mean +- standard error over
+seeds. Table 1 of the paper uses 100 episodes with stochastic sampling.
+
+What to score is an :class:`EvaluationPlan` (typed, validated); where the agent came from
+(names, base model, training curve, command) is a :class:`Provenance`, stored in the record and
+never used to score. :func:`evaluate` is the short form that builds the plan.
 
 Resume: with ``out_dir``, finished episodes are appended to ``<record_id>.partial.jsonl`` next to
-the output (``<name>.partial.jsonl`` when ``out_dir`` names a ``.json`` file); re-running the same evaluation skips them, and the partial file is removed once the
-record is written.
+the output (``<name>.partial.jsonl`` when ``out_dir`` names a ``.json`` file); re-running the same
+evaluation skips them, and the partial file is removed once the record is written.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
-import inspect
 import json
-import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import gymnasium as gym
 
-from agentbench_poad.agents import reset_agent
+from agentbench_poad.agents import agent_display_name, agent_factory, load_factory
+from agentbench_poad.evaluation import (
+    RESET_SEED_RULE,
+    CellResult,
+    EpisodeResult,
+    EvaluationRequest,
+    evaluate_cell,
+)
 from agentbench_poad.leaderboard.records import (
-    env_family,
-    env_version,
     make_record_id,
-    mean_stderr,
     new_record,
     summarize_seeds,
     write_record,
 )
-from agentbench_poad.version import __version__
+from agentbench_poad.registration import env_facts
 
-#: Episode ``i`` of seed ``s`` resets with ``s * RESET_SEED_STRIDE + i``.
-RESET_SEED_STRIDE = 100_000
-RESET_SEED_RULE = "reset_seed = seed * 100000 + episode_index"
-
-
-class AgentTimeout(Exception):
-    """The agent did not answer within the per-action deadline."""
-
-
-# -- agents ------------------------------------------------------------------------------------
-def load_factory(spec: str) -> Callable[..., Any]:
-    """Resolve ``"package.module:Factory"`` or ``"path/to/file.py:Factory"`` to the callable.
-
-    Raises:
-        ValueError: the spec is malformed, or the module / attribute does not exist.
-    """
-    module_name, sep, attr = spec.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"agent spec {spec!r} must look like 'package.module:Factory' or "
-                         "'path/to/my_agent.py:Factory'")
-    if module_name.endswith(".py") or "/" in module_name:
-        path = Path(module_name).expanduser().resolve()
-        if not path.exists():
-            raise ValueError(f"agent file {path} does not exist (from spec {spec!r})")
-        mod_spec = importlib.util.spec_from_file_location(f"_agentbench_user_{path.stem}", path)
-        if mod_spec is None or mod_spec.loader is None:
-            raise ValueError(f"cannot import {path} (from spec {spec!r})")
-        module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
-    else:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ValueError(f"cannot import {module_name!r} for agent spec {spec!r}: {exc}; "
-                             "is the package installed / the name spelled right?") from exc
-    try:
-        target = module
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except AttributeError:
-        raise ValueError(f"{module_name!r} has no attribute {attr!r} (agent spec {spec!r})") from None
-    if not callable(target):
-        raise ValueError(f"{spec!r} is not callable; name a class or a factory function")
-    return target
+__all__ = [
+    "EvaluationPlan",
+    "Provenance",
+    "build_record",
+    "evaluate",
+    "evaluate_plan",
+    "output_path",
+]
 
 
-def _call_factory(factory: Callable[..., Any], env: gym.Env, seed: int,
-                  kwargs: dict[str, Any]) -> Any:
-    """Call ``factory`` passing ``env`` / ``seed`` only if its signature takes them."""
-    try:
-        params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        params = {}
-    call_kwargs = dict(kwargs)
-    if "env" in params:
-        call_kwargs.setdefault("env", env)
-    if "seed" in params:
-        call_kwargs.setdefault("seed", seed)
-    return factory(**call_kwargs)
+# -- what to score, and where it came from -------------------------------------------------------
+@dataclass(frozen=True)
+class EvaluationPlan:
+    """One agent scored on env ids x seeds x episodes under the protocol.
 
-
-def agent_factory(agent: Any, kwargs: dict[str, Any] | None = None
-                  ) -> tuple[Callable[[gym.Env, int], Any], bool]:
-    """Normalise ``agent`` into ``factory(env, seed) -> agent``.
-
-    ``agent`` is an agent (has ``act``), a class / factory callable, or a ``"module:Factory"``
-    spec. Returns the factory and whether it builds a fresh agent per call.
-    """
-    kwargs = dict(kwargs or {})
-    if isinstance(agent, str):
-        agent = load_factory(agent)
-    if hasattr(agent, "act") and not isinstance(agent, type):
-        instance = agent
-        return (lambda env, seed: instance), False
-    if callable(agent):
-        factory = agent
-        return (lambda env, seed: _call_factory(factory, env, seed, kwargs)), True
-    raise TypeError(f"{agent!r} is neither an agent (with act()) nor a factory of agents")
-
-
-def agent_display_name(agent_obj: Any, factory: Any = None) -> str:
-    name = getattr(agent_obj, "name", None)
-    if isinstance(name, str) and name:
-        return name
-    if factory is not None and not isinstance(factory, type) and callable(factory):
-        fname = getattr(factory, "__name__", "")
-        if fname.startswith("make_"):
-            fname = fname[len("make_"):]
-            for tail in ("_agent", "_oracle"):
-                if fname.endswith(tail) and len(fname) > len(tail):
-                    fname = fname[: -len(tail)]
-            return fname
-    return type(agent_obj).__name__
-
-
-def agent_version(agent_obj: Any) -> str:
-    version = getattr(agent_obj, "version", None)
-    if version is None:
-        module = inspect.getmodule(type(agent_obj))
-        version = getattr(module, "__version__", None)
-    return str(version) if version is not None else f"agentbench-poad {__version__}"
-
-
-class _Worker:
-    """One daemon thread that runs calls handed to it; reused while it never hangs.
-
-    Starting a thread per action costs more than a scripted agent's whole step, so calls go to a
-    long-lived worker (one call at a time: the caller always waits for the answer). A worker
-    that misses a deadline is abandoned (a thread cannot be killed) and the next call starts a
-    fresh one.
+    Attributes:
+        agent: an agent (``act(observation, available_actions) -> str``), a class or factory
+            (called with ``env=``/``seed=`` when its signature takes them, plus
+            ``agent_kwargs``), or a ``"module:Factory"`` spec (the only form ``verify`` can
+            rebuild).
+        env_ids: registered ids (one record each).
+        seeds: evaluation seeds; each gives one per-seed score.
+        episodes: episodes per seed (the paper's Table 1 uses 100).
+        agent_kwargs: keyword arguments of the factory (recorded in the config).
+        env_kwargs: ``gym.make`` arguments.
+        action_timeout: per-call deadline in seconds (None: no thread, no deadline).
+        batch_size: episodes an ``act_batch`` agent plays in lockstep (None: all of a seed's).
     """
 
-    def __init__(self) -> None:
-        self.request = threading.Event()
-        self.done = threading.Event()
-        self.job: tuple[Callable[..., Any], tuple] | None = None
-        self.box: dict[str, Any] = {}
-        self.thread = threading.Thread(target=self._loop, name="agentbench-act", daemon=True)
-        self.thread.start()
+    agent: Any
+    env_ids: tuple[str, ...]
+    seeds: tuple[int, ...] = (0, 1, 2)
+    episodes: int = 100
+    agent_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    action_timeout: float | None = 60.0
+    batch_size: int | None = None
 
-    def _loop(self) -> None:
-        while True:
-            self.request.wait()
-            self.request.clear()
-            fn, args = self.job  # type: ignore[misc]
-            try:
-                self.box = {"value": fn(*args)}
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                self.box = {"error": exc}
-            self.done.set()
+    def __post_init__(self) -> None:
+        env_ids = (self.env_ids,) if isinstance(self.env_ids, str) else tuple(self.env_ids)
+        if not env_ids:
+            raise ValueError("an evaluation plan needs at least one env id")
+        object.__setattr__(self, "env_ids", env_ids)
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        if not self.seeds:
+            raise ValueError("evaluate() needs at least one seed")
+        if not isinstance(self.episodes, int) or self.episodes < 1:
+            raise ValueError(f"episodes must be an int >= 1, got {self.episodes!r}")
+        object.__setattr__(self, "agent_kwargs", MappingProxyType(dict(self.agent_kwargs)))
+        object.__setattr__(self, "env_kwargs", MappingProxyType(dict(self.env_kwargs)))
+        for env_id in self.env_ids:  # the runner's checks, before any cell runs
+            self.cell(env_id, self.seeds[0])
 
-    def call(self, fn: Callable[..., Any], args: tuple, timeout: float) -> Any:
-        self.done.clear()
-        self.job = (fn, args)
-        self.request.set()
-        if not self.done.wait(timeout):
-            raise AgentTimeout(f"no action within {timeout:g}s")
-        box = self.box
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+    @property
+    def spec(self) -> str | None:
+        """The agent's spec, when it was given as one."""
+        return self.agent if isinstance(self.agent, str) else None
 
-
-_local = threading.local()
-
-
-def call_with_deadline(fn: Callable[..., Any], args: tuple, timeout: float | None) -> Any:
-    """``fn(*args)`` in a worker thread; :class:`AgentTimeout` past ``timeout`` seconds."""
-    if timeout is None:
-        return fn(*args)
-    worker = getattr(_local, "worker", None)
-    if worker is None:
-        worker = _local.worker = _Worker()
-    try:
-        return worker.call(fn, args, timeout)
-    except AgentTimeout:
-        _local.worker = None  # this worker is stuck in the agent; leave it behind
-        raise
+    def cell(self, env_id: str, seed: int) -> EvaluationRequest:
+        """The runner's request for one (env id, seed) cell of this plan."""
+        return EvaluationRequest(
+            agent=self.agent, env_id=env_id, seed=seed, episodes=self.episodes,
+            agent_kwargs=self.agent_kwargs, env_kwargs=self.env_kwargs,
+            action_timeout=self.action_timeout, batch_size=self.batch_size,
+        )
 
 
-# -- one episode -------------------------------------------------------------------------------
-def run_episode(env: gym.Env, agent_obj: Any, reset_seed: int, index: int,
-                action_timeout: float | None) -> dict[str, Any]:
-    """Play one episode and return its entry for the record (never raises for agent faults)."""
-    failed, reason = False, None
-    try:
-        call_with_deadline(lambda: reset_agent(agent_obj, seed=reset_seed), (), action_timeout)
-    except AgentTimeout as exc:
-        failed, reason = True, f"agent reset timed out: {exc}"
-    except Exception as exc:  # noqa: BLE001 - a user agent may raise anything
-        failed, reason = True, f"agent reset raised {type(exc).__name__}: {exc}"
-    observation, info = env.reset(seed=reset_seed)
-    open_action = info.get("available_actions") is None
-    total, length, last_reward, last_action = 0.0, 0, None, None
-    success_flag = None
-    while not failed:
-        available = info.get("available_actions")
-        try:
-            action = call_with_deadline(agent_obj.act, (observation, available), action_timeout)
-        except AgentTimeout as exc:
-            failed, reason = True, f"agent timed out at step {length}: {exc}"
-            break
-        except Exception as exc:  # noqa: BLE001 - recorded, the evaluation goes on
-            failed, reason = True, f"agent raised {type(exc).__name__} at step {length}: {exc}"
-            break
-        if not isinstance(action, str):
-            failed = True
-            reason = (f"agent returned {type(action).__name__} at step {length}, "
-                      "expected str")
-            break
-        try:
-            observation, reward, terminated, truncated, info = env.step(action)
-        except Exception as exc:  # noqa: BLE001
-            failed, reason = True, f"environment raised {type(exc).__name__}: {exc}"
-            break
-        total += float(reward)
-        length += 1
-        last_reward, last_action = float(reward), action
-        if "success" in info and info["success"] is not None:
-            success_flag = bool(info["success"])
-        if terminated or truncated:
-            break
-    entry: dict[str, Any] = {
-        "index": index, "reset_seed": reset_seed, "return": total, "length": length,
-        "failed": failed, "reason": reason,
-    }
-    if open_action:
-        ran = (not failed) and last_reward is not None and last_reward >= 0
-        entry["score"] = float(last_reward) if ran else 0.0
-        entry["success"] = bool(ran)
-        entry["final_code"] = last_action
-    else:
-        entry["score"] = total
-        entry["success"] = (not failed) and (success_flag if success_flag is not None
-                                             else total > 0)
-    return entry
+@dataclass(frozen=True)
+class Provenance:
+    """Where the agent came from: stored in the record, never used to score.
+
+    Attributes:
+        agent_name: the board's name for the agent (default: its ``name`` attribute or class).
+        base_model: base model of an LLM agent.
+        adapter: adapter of an LLM agent.
+        greedy: whether the agent acts greedily (LLM agents).
+        learning_curve: the training curve, for records of trained agents.
+        training: training facts (runs, steps, best code), for records of trained agents.
+        config: extra configuration stored in the record.
+        command: the command line that made the record.
+        record_suffix: appended to the record id (e.g. ``"trainedon-FoodPreparation"``).
+    """
+
+    agent_name: str | None = None
+    base_model: str | None = None
+    adapter: str | None = None
+    greedy: bool | None = None
+    learning_curve: dict[str, Any] | None = None
+    training: dict[str, Any] | None = None
+    config: Mapping[str, Any] = field(default_factory=dict)
+    command: str | None = None
+    record_suffix: str | None = None
+
+
+def _declared(plan: EvaluationPlan, provenance: Provenance) -> Provenance:
+    """``provenance`` with the base model and decoding an agent factory declares filled in.
+
+    A factory with ``declared_provenance(agent_kwargs) -> {"base_model", "greedy"}`` (the
+    ``lm:MODEL`` agent's) names them itself; values given in ``provenance`` win.
+    """
+    source = load_factory(plan.agent) if isinstance(plan.agent, str) else plan.agent
+    declare = getattr(source, "declared_provenance", None)
+    if not callable(declare):
+        return provenance
+    declared = declare(dict(plan.agent_kwargs))
+    return replace(
+        provenance,
+        base_model=provenance.base_model or declared.get("base_model"),
+        greedy=provenance.greedy if provenance.greedy is not None else declared.get("greedy"),
+    )
 
 
 # -- checkpoint --------------------------------------------------------------------------------
@@ -324,41 +220,44 @@ def evaluate(
     episodes: int = 100,
     *,
     agent_kwargs: dict[str, Any] | None = None,
-    agent_name: str | None = None,
-    action_timeout: float | None = 60.0,
-    out_dir: Path | str | None = None,
     env_kwargs: dict[str, Any] | None = None,
-    base_model: str | None = None,
-    adapter: str | None = None,
-    greedy: bool | None = None,
-    learning_curve: dict[str, Any] | None = None,
-    training: dict[str, Any] | None = None,
-    config: dict[str, Any] | None = None,
-    command: str | None = None,
-    record_suffix: str | None = None,
+    action_timeout: float | None = 60.0,
+    batch_size: int | None = None,
+    provenance: Provenance | None = None,
+    out_dir: Path | str | None = None,
     progress: bool = False,
 ) -> list[dict[str, Any]]:
     """Score ``agent`` on ``env_ids`` under the protocol; one validated run record per env id.
 
+    The arguments up to ``batch_size`` are those of :class:`EvaluationPlan`; this is
+    ``evaluate_plan(EvaluationPlan(...), provenance, out_dir=..., progress=...)``.
+
+    Returns:
+        One record dict per env id, validated against the schema.
+    """
+    plan = EvaluationPlan(
+        agent=agent, env_ids=(env_ids,) if isinstance(env_ids, str) else tuple(env_ids),
+        seeds=tuple(seeds), episodes=episodes, agent_kwargs=agent_kwargs or {},
+        env_kwargs=env_kwargs or {}, action_timeout=action_timeout, batch_size=batch_size,
+    )
+    return evaluate_plan(plan, provenance, out_dir=out_dir, progress=progress)
+
+
+def evaluate_plan(
+    plan: EvaluationPlan,
+    provenance: Provenance | None = None,
+    *,
+    out_dir: Path | str | None = None,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Score a plan; one validated run record per env id.
+
     Args:
-        agent: an agent (``act(observation, available_actions) -> str``), a class or factory
-            (called with ``env=``/``seed=`` when its signature takes them, plus
-            ``agent_kwargs``), or a ``"module:Factory"`` spec.
-        env_ids: registered ids.
-        seeds: evaluation seeds; each gives one per-seed score.
-        episodes: episodes per seed (the paper's Table 1 uses 100).
-        agent_kwargs: keyword arguments for the factory (recorded in the config).
-        agent_name: the board's name for the agent (default: its ``name`` attribute or class).
-        action_timeout: per-``act`` deadline in seconds (``None``: no thread, no deadline).
+        plan: what to score.
+        provenance: where the agent came from (default: nothing known).
         out_dir: write each record there as ``<record_id>.json`` (or, for one env id, to this
-            ``.json`` file) and checkpoint finished episodes
-            to ``<record_id>.partial.jsonl`` so that an interrupted run resumes.
-        env_kwargs: passed to ``gym.make``.
-        base_model, adapter, greedy: provenance of LLM agents.
-        learning_curve, training: for records of trained agents.
-        config: extra configuration stored in the record.
-        command: the command line that made the record.
-        record_suffix: appended to the record id (e.g. ``"trainedon-FoodPreparation"``).
+            ``.json`` file) and checkpoint finished episodes to ``<record_id>.partial.jsonl`` so
+            that an interrupted run resumes.
         progress: show a tqdm progress bar.
 
     Returns:
@@ -366,37 +265,134 @@ def evaluate(
     """
     from tqdm.auto import tqdm
 
-    if isinstance(env_ids, str):
-        env_ids = [env_ids]
-    if out_dir is not None and Path(out_dir).suffix == ".json" and len(env_ids) > 1:
-        raise ValueError(f"out_dir {out_dir} names one file but {len(env_ids)} env ids were "
+    provenance = _declared(plan, provenance or Provenance())
+    if out_dir is not None and Path(out_dir).suffix == ".json" and len(plan.env_ids) > 1:
+        raise ValueError(f"out_dir {out_dir} names one file but {len(plan.env_ids)} env ids were "
                          "given; pass a folder")
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise ValueError("evaluate() needs at least one seed")
-    if episodes < 1:
-        raise ValueError("episodes must be >= 1")
-    agent_kwargs = dict(agent_kwargs or {})
-    env_kwargs = dict(env_kwargs or {})
-    spec = agent if isinstance(agent, str) else None
-    factory_obj = load_factory(agent) if isinstance(agent, str) else agent
-    factory, rebuildable = agent_factory(factory_obj, agent_kwargs)
+    if isinstance(plan.agent, str):
+        load_factory(plan.agent)  # a bad spec fails before any env is made
     records = []
-    bar = tqdm(total=len(env_ids) * len(seeds) * episodes, disable=not progress,
+    bar = tqdm(total=len(plan.env_ids) * len(plan.seeds) * plan.episodes, disable=not progress,
                desc="evaluate", unit="ep")
     try:
-        for env_id in env_ids:
-            records.append(_evaluate_env(
-                env_id, factory, factory_obj, rebuildable, seeds, episodes,
-                spec=spec, agent_kwargs=agent_kwargs, agent_name=agent_name,
-                action_timeout=action_timeout, out_dir=out_dir, env_kwargs=env_kwargs,
-                base_model=base_model, adapter=adapter, greedy=greedy,
-                learning_curve=learning_curve, training=training, config=config,
-                command=command, record_suffix=record_suffix, bar=bar,
-            ))
+        for env_id in plan.env_ids:
+            records.append(_record_env(plan, env_id, provenance, out_dir, bar))
     finally:
         bar.close()
     return records
+
+
+def _probe_name(plan: EvaluationPlan, env_id: str) -> str:
+    """The agent's own board name, from one agent built only to ask it."""
+    source = load_factory(plan.agent) if isinstance(plan.agent, str) else plan.agent
+    factory, _ = agent_factory(source, dict(plan.agent_kwargs))
+    env = gym.make(env_id, **dict(plan.env_kwargs))
+    try:
+        return agent_display_name(factory(env, plan.seeds[0]), source)
+    finally:
+        env.close()
+
+
+def _record_env(plan: EvaluationPlan, env_id: str, provenance: Provenance,
+                out_dir: Path | str | None, bar: Any) -> dict[str, Any]:
+    """Play every seed's cell of one env id (resuming from the partial file) and write the record."""
+    start = time.perf_counter()
+    name = provenance.agent_name
+    if name is None and out_dir is not None and Path(out_dir).suffix != ".json":
+        name = _probe_name(plan, env_id)  # the partial file is named after the record id
+    # For a ``.json`` out_dir the path does not depend on the record id (nor on the name).
+    record_path = output_path(out_dir, make_record_id(env_id, name or "agent",
+                                                      provenance.base_model,
+                                                      provenance.record_suffix))
+    fingerprint = _fingerprint({
+        "env": env_id, "env_kwargs": dict(plan.env_kwargs),
+        "agent": plan.spec or name or _qualname(plan.agent),
+        "agent_kwargs": dict(plan.agent_kwargs), "seeds": list(plan.seeds),
+        "episodes": plan.episodes, "timeout": plan.action_timeout,
+        "batch_size": plan.batch_size,
+    })
+    partial = _Partial(record_path.with_suffix(".partial.jsonl") if record_path else None,
+                       fingerprint)
+    cells: list[CellResult] = []
+    for seed in plan.seeds:
+        done = {index: EpisodeResult.from_entry(entry)
+                for (s, index), entry in partial.done.items() if s == seed}
+        bar.update(len(done))
+
+        def finished(episode: EpisodeResult, seed: int = seed,
+                     counted: frozenset[int] = frozenset(done)) -> None:
+            partial.add(seed, episode.to_entry())
+            if episode.index not in counted:  # a replayed batch may hold counted episodes
+                bar.update(1)
+
+        cells.append(evaluate_cell(plan.cell(env_id, seed), done=done, on_episode=finished))
+    record = build_record(plan, env_id, cells, provenance,
+                          wall_time_s=time.perf_counter() - start, agent_name=name)
+    if record_path is not None:
+        write_record(record_path, record)
+        partial.remove()
+    else:
+        from agentbench_poad.leaderboard.schema import validate_record
+
+        validate_record(record, source=f"record {record['record_id']}")
+    return record
+
+
+def build_record(plan: EvaluationPlan, env_id: str, cells: Sequence[CellResult],
+                 provenance: Provenance | None = None, *, wall_time_s: float = 0.0,
+                 agent_name: str | None = None) -> dict[str, Any]:
+    """The run record of one env id from its cells (one per seed of the plan, in seed order).
+
+    Executors that play the cells elsewhere (:meth:`EvaluationPlan.cell` gives each request)
+    assemble the record with this; :func:`evaluate_plan` does both in-process.
+
+    Args:
+        plan: the plan the cells belong to.
+        env_id: the env id of the cells.
+        cells: the runner's results, one per seed of ``plan.seeds``.
+        provenance: where the agent came from.
+        wall_time_s: the evaluation's wall time.
+        agent_name: the board's name (default: the provenance's, else the agent's own).
+    """
+    provenance = _declared(plan, provenance or Provenance())
+    if [cell.seed for cell in cells] != list(plan.seeds) or any(c.env_id != env_id for c in cells):
+        raise ValueError(f"the cells ({[(c.env_id, c.seed) for c in cells]}) are not the plan's "
+                         f"seeds {list(plan.seeds)} on {env_id}")
+    name = agent_name or provenance.agent_name or cells[0].agent_name
+    first = next((cell for cell in cells if cell.open_action), cells[0])
+    metric, spec = first.metric, plan.spec
+    per_seed = [cell.seed_entry() for cell in cells]
+    facts = env_facts(env_id)
+    return new_record(
+        record_id=make_record_id(env_id, name, provenance.base_model, provenance.record_suffix),
+        env={"id": env_id, "version": facts.version, "family": facts.family,
+             "open_action": first.open_action},
+        agent={"name": name, "version": first.agent_version, "spec": spec,
+               "kwargs": _jsonable(dict(plan.agent_kwargs))},
+        model={"base": provenance.base_model, "adapter": provenance.adapter},
+        protocol={
+            "seeds": list(plan.seeds), "episodes_per_seed": plan.episodes, "metric": metric,
+            "success": first.success_rule, "action_timeout_s": plan.action_timeout,
+            "greedy": provenance.greedy, "reset_seed_rule": RESET_SEED_RULE,
+            "batch_size": first.batch_size,
+        },
+        scores={"metric": metric, **summarize_seeds(per_seed), "per_seed": per_seed},
+        learning_curve=provenance.learning_curve,
+        training=provenance.training,
+        wall_time_s=wall_time_s,
+        config={
+            "env_id": env_id, "env_kwargs": _jsonable(dict(plan.env_kwargs)), "agent_spec": spec,
+            "agent_kwargs": _jsonable(dict(plan.agent_kwargs)), "seeds": list(plan.seeds),
+            "episodes": plan.episodes, "action_timeout_s": plan.action_timeout,
+            **_jsonable(dict(provenance.config)),
+        },
+        command=provenance.command or "agentbench_poad.leaderboard.evaluate(...)",
+    )
+
+
+def _qualname(agent: Any) -> str:
+    target = agent if callable(agent) and not hasattr(agent, "act") else type(agent)
+    return f"{getattr(target, '__module__', '')}:{getattr(target, '__qualname__', repr(target))}"
 
 
 def output_path(out: Path | str | None, record_id: str) -> Path | None:
@@ -405,90 +401,6 @@ def output_path(out: Path | str | None, record_id: str) -> Path | None:
         return None
     out = Path(out)
     return out if out.suffix == ".json" else out / f"{record_id}.json"
-
-
-def _evaluate_env(env_id, factory, factory_obj, rebuildable, seeds, episodes, *, spec,
-                  agent_kwargs, agent_name, action_timeout, out_dir, env_kwargs, base_model,
-                  adapter, greedy, learning_curve, training, config, command, record_suffix,
-                  bar) -> dict[str, Any]:
-    start = time.perf_counter()
-    env = gym.make(env_id, **env_kwargs)
-    try:
-        agent_obj = factory(env, seeds[0])
-        name = agent_name or agent_display_name(agent_obj, factory_obj)
-        record_id = make_record_id(env_id, name, base_model, record_suffix)
-        fingerprint = _fingerprint({
-            "env": env_id, "env_kwargs": env_kwargs, "agent": spec or name,
-            "agent_kwargs": agent_kwargs, "seeds": seeds, "episodes": episodes,
-            "timeout": action_timeout,
-        })
-        record_path = output_path(out_dir, record_id)
-        partial = _Partial(record_path.with_suffix(".partial.jsonl") if record_path else None,
-                           fingerprint)
-        per_seed, open_action = [], False
-        for seed in seeds:
-            if seed != seeds[0] and rebuildable:
-                agent_obj = factory(env, seed)
-            entries = []
-            for index in range(episodes):
-                if (seed, index) in partial.done:
-                    entries.append(partial.done[(seed, index)])
-                    bar.update(1)
-                    continue
-                entry = run_episode(env, agent_obj, seed * RESET_SEED_STRIDE + index, index,
-                                    action_timeout)
-                open_action = open_action or "final_code" in entry
-                if entry["failed"] and rebuildable and "timed out" in (entry["reason"] or ""):
-                    agent_obj = factory(env, seed)  # the hung call still owns the old one
-                partial.add(seed, entry)
-                entries.append(entry)
-                bar.update(1)
-            open_action = open_action or any("final_code" in e for e in entries)
-            mean_return, _ = mean_stderr([e["return"] for e in entries])
-            score, _ = mean_stderr([e["score"] for e in entries])
-            per_seed.append({
-                "seed": seed, "score": score, "mean_return": mean_return,
-                "success_rate": sum(e["success"] for e in entries) / len(entries),
-                "failed_episodes": sum(e["failed"] for e in entries),
-                "episodes": entries,
-            })
-    finally:
-        env.close()
-    metric = "final_auc" if open_action else "return"
-    summary = summarize_seeds(per_seed)
-    record = new_record(
-        record_id=record_id,
-        env={"id": env_id, "version": env_version(env_id), "family": env_family(env_id),
-             "open_action": open_action},
-        agent={"name": name, "version": agent_version(agent_obj), "spec": spec,
-               "kwargs": _jsonable(agent_kwargs)},
-        model={"base": base_model, "adapter": adapter},
-        protocol={
-            "seeds": seeds, "episodes_per_seed": episodes, "metric": metric,
-            "success": ("final code ran (reward >= 0)" if open_action
-                        else "info['success'] if reported, else return > 0"),
-            "action_timeout_s": action_timeout, "greedy": greedy,
-            "reset_seed_rule": RESET_SEED_RULE,
-        },
-        scores={"metric": metric, **summary, "per_seed": per_seed},
-        learning_curve=learning_curve,
-        training=training,
-        wall_time_s=time.perf_counter() - start,
-        config={
-            "env_id": env_id, "env_kwargs": _jsonable(env_kwargs), "agent_spec": spec,
-            "agent_kwargs": _jsonable(agent_kwargs), "seeds": seeds, "episodes": episodes,
-            "action_timeout_s": action_timeout, **_jsonable(config or {}),
-        },
-        command=command or "agentbench_poad.leaderboard.evaluate(...)",
-    )
-    if record_path is not None:
-        write_record(record_path, record)
-        partial.remove()
-    else:
-        from agentbench_poad.leaderboard.schema import validate_record
-
-        validate_record(record, source=f"record {record_id}")
-    return record
 
 
 def _jsonable(value: Any) -> Any:

@@ -120,15 +120,6 @@ def make_record_id(env_id: str, agent_name: str, base_model: str | None = None,
     return "__".join(slug(p) for p in parts)
 
 
-def env_version(env_id: str) -> int:
-    match = re.search(r"-v(\d+)$", env_id)
-    return int(match.group(1)) if match else 0
-
-
-def env_family(env_id: str) -> str:
-    return env_id.split("-", 1)[0].lower()
-
-
 # -- files -------------------------------------------------------------------------------------
 def write_json_atomic(path: Path, data: Any) -> Path:
     """Write JSON to ``path`` through a temp file in the same folder and ``os.replace``."""

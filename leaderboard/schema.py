@@ -117,6 +117,7 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "action_timeout_s": _NUMBER_OR_NULL,
                 "greedy": {"type": ["boolean", "null"]},
                 "reset_seed_rule": {"type": "string"},
+                "batch_size": {"type": "integer", "minimum": 1},
             },
         },
         "scores": {

@@ -1,7 +1,9 @@
 """``verify``: re-run a sample of a record's episodes from its config and compare.
 
 Every episode of a record carries its reset seed, and the record's config names the agent
-factory (``agent_spec`` + ``agent_kwargs``), so any episode can be replayed on its own. The
+factory (``agent_spec`` + ``agent_kwargs``), so any episode can be replayed with the same runner
+that made it (:func:`agentbench_poad.evaluation.evaluate_cell`): on its own, or, for an agent that
+plays in batches (``protocol.batch_size``), with the rest of its batch. The
 verdict compares the mean score of the sampled episodes as recorded with the mean of their
 re-runs: the record *reproduces* when the difference is within the record's standard error
 (or, for a single-seed record, the standard error of the sampled episodes' recorded scores;
@@ -12,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-import gymnasium as gym
 
 from agentbench_poad.leaderboard.records import RecordError, mean_stderr
 
@@ -70,7 +70,7 @@ def verify_record(record: dict[str, Any], *, episodes_per_seed: int = 3,
     """
     from tqdm.auto import tqdm
 
-    from agentbench_poad.leaderboard.protocol import agent_factory, load_factory, run_episode
+    from agentbench_poad.evaluation import EvaluationRequest, evaluate_cell, reset_seed
 
     config = record["config"]
     spec = config.get("agent_spec") or record["agent"].get("spec")
@@ -81,26 +81,36 @@ def verify_record(record: dict[str, Any], *, episodes_per_seed: int = 3,
             "module:Factory` or `leaderboard add --run` can be verified"
         )
     timeout = action_timeout if action_timeout is not None else config.get("action_timeout_s")
-    factory, rebuildable = agent_factory(load_factory(spec), config.get("agent_kwargs") or {})
     per_seed = record["scores"]["per_seed"]
     if max_seeds is not None:
         per_seed = per_seed[:max_seeds]
-    plan = [(s, s["episodes"][i]) for s in per_seed
-            for i in sample_indices(len(s["episodes"]), episodes_per_seed)]
-    env = gym.make(record["env"]["id"], **(config.get("env_kwargs") or {}))
     rows = []
-    try:
-        agent_obj, current_seed = None, None
-        for seed_entry, recorded in tqdm(plan, disable=not progress, desc="verify", unit="ep"):
-            if agent_obj is None or (rebuildable and seed_entry["seed"] != current_seed):
-                agent_obj, current_seed = factory(env, seed_entry["seed"]), seed_entry["seed"]
-            rerun = run_episode(env, agent_obj, recorded["reset_seed"], recorded["index"], timeout)
-            recorded_score = recorded.get("score", recorded["return"])
-            rows.append({"seed": seed_entry["seed"], "index": recorded["index"],
-                         "recorded": recorded_score, "rerun": rerun["score"],
-                         "rerun_failed": rerun["failed"], "reason": rerun["reason"]})
-    finally:
-        env.close()
+    for seed_entry in tqdm(per_seed, disable=not progress, desc="verify", unit="seed"):
+        seed, recorded_episodes = int(seed_entry["seed"]), seed_entry["episodes"]
+        sampled = [recorded_episodes[i]
+                   for i in sample_indices(len(recorded_episodes), episodes_per_seed)]
+        for recorded in sampled:
+            if recorded["reset_seed"] != reset_seed(seed, recorded["index"]):
+                raise RecordError(
+                    f"{record['record_id']}: episode {recorded['index']} of seed {seed} reset "
+                    f"with {recorded['reset_seed']}, not by the protocol's rule "
+                    f"({record['protocol'].get('reset_seed_rule')}); it cannot be replayed"
+                )
+        request = EvaluationRequest(
+            agent=spec, env_id=record["env"]["id"], seed=seed,
+            episodes=int(record["protocol"]["episodes_per_seed"]),
+            indices=tuple(e["index"] for e in sampled),
+            agent_kwargs=config.get("agent_kwargs") or {},
+            env_kwargs=config.get("env_kwargs") or {}, action_timeout=timeout,
+            batch_size=record["protocol"].get("batch_size"),
+        )
+        rerun = {e.index: e for e in evaluate_cell(request).episodes}
+        for recorded in sampled:
+            episode = rerun[recorded["index"]]
+            rows.append({"seed": seed, "index": recorded["index"],
+                         "recorded": recorded.get("score", recorded["return"]),
+                         "rerun": episode.score, "rerun_failed": episode.failed,
+                         "reason": episode.reason})
     recorded_mean, sample_se = mean_stderr([r["recorded"] for r in rows])
     rerun_mean, _ = mean_stderr([r["rerun"] for r in rows])
     tolerance = record["scores"]["stderr"] if len(record["scores"]["per_seed"]) > 1 else sample_se

@@ -33,3 +33,67 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from agentbench_poad.rl.models import init_tiny_model
 
     return init_tiny_model(tmp_path_factory.mktemp("model") / "tiny", hidden_size=32)
+
+
+def add_word_tokens(model_dir: Path, words: list[str], *, seed: int = 0) -> Path:
+    """Give a tiny model's byte-level tokenizer whole-word tokens for ``words``, in place.
+
+    The byte-level tiny tokenizer spends one token per character, so "close the microwave" is 20
+    tokens; BPE language models spend one per common word (SmolLM2: 3, Llama-2: 5 in the paper's
+    case study). Learning tests whose result depends on how many tokens an action has (NTPO's
+    per-token discount shrinks the first tokens' credit by (γλ)^(n−1−j)) use this, so that the
+    tiny model tokenises the toy like a real one. Each ``" " + word`` becomes one token through
+    BPE merges; its embedding and output rows are drawn like the model's own (normal, std 0.02)
+    from a private generator seeded with ``seed``.
+    """
+    import json
+
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    state = json.loads(tokenizer.backend_tokenizer.to_str())
+    vocab, merges = state["model"]["vocab"], state["model"]["merges"]
+    old_size = len(vocab)
+    parts: dict[int, str] = {}  # new token id -> its text
+    for word in words:
+        piece = "Ġ"  # the byte-level symbol of a space
+        for char in word:
+            merged = piece + char
+            if merged not in vocab:
+                vocab[merged] = len(vocab)
+                merges.append([piece, char])
+                parts[vocab[merged]] = merged
+            piece = merged
+    new_tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(json.dumps(state)),
+        bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
+        pad_token=tokenizer.pad_token, unk_token=None)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in (model.get_input_embeddings(), model.get_output_embeddings()):
+            rows = torch.randn(len(parts), layer.weight.shape[1], generator=generator) * 0.02
+            layer.weight = torch.nn.Parameter(torch.cat([layer.weight, rows.to(layer.weight)]))
+            if isinstance(layer, torch.nn.Embedding):
+                layer.num_embeddings = layer.weight.shape[0]
+            else:
+                layer.out_features = layer.weight.shape[0]
+    model.config.vocab_size = len(vocab)
+    assert len(vocab) == old_size + len(parts)
+    model.save_pretrained(model_dir)
+    new_tokenizer.save_pretrained(model_dir)
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_word_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tiny_model`` with whole-word tokens for the case-study toy's words (3-7 token actions)."""
+    pytest.importorskip("torch")
+    from agentbench_poad.rl.models import init_tiny_model
+    from agentbench_poad.rl.toy import ACTIONS_BY_STAGE
+
+    words = sorted({w for actions in ACTIONS_BY_STAGE.values() for a in actions for w in a.split()})
+    path = init_tiny_model(tmp_path_factory.mktemp("word_model") / "tiny", hidden_size=32)
+    return add_word_tokens(path, words)

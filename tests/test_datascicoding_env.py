@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agentbench_poad import check_text_env
+from agentbench_poad import check_text_env, env_facts
 from agentbench_poad.baselines.oracle import make_oracle
 from agentbench_poad.baselines.oracle_datascicoding import ORACLE_BODIES
 from agentbench_poad.environments import registered_ids
@@ -53,7 +53,7 @@ def test_every_dataset_is_registered():
 
 @pytest.mark.parametrize("env_id", DSC_IDS)
 def test_check_text_env(env_id, tmp_path, monkeypatch):
-    spec = ds.get_spec(env_id[len("DataSciCoding-"):-len("-v0")])
+    spec = ds.get_spec(env_facts(env_id).task)
     if not spec.offline:
         cache = tmp_path / "cache"
         monkeypatch.setenv(ds.CACHE_ENV_VAR, str(cache))
@@ -80,7 +80,7 @@ def test_make_needs_no_network_and_reset_names_the_fix(tmp_path, monkeypatch):
 
 
 def test_fresh_interpreter_make_opens_no_socket(tmp_path):
-    """`import gymnasium; gym.make("DataSciCoding-airlines-v0")` with every connect refused."""
+    """`import agentbench_poad; gym.make("DataSciCoding-airlines-v0")`, every connect refused."""
     import subprocess
     import sys
 
@@ -91,6 +91,7 @@ def test_fresh_interpreter_make_opens_no_socket(tmp_path):
         "socket.socket.connect = refuse\n"
         "socket.create_connection = refuse\n"
         "import gymnasium as gym\n"
+        "import agentbench_poad\n"
         "env = gym.make('DataSciCoding-airlines-v0')\n"
         "print(type(env.unwrapped).__name__, env.unwrapped.dataset_name)\n"
     )
@@ -392,7 +393,8 @@ def test_oracle_solves_a_cached_network_dataset(tmp_path, monkeypatch):
 
 
 def _vector_env_factory():
-    return gym.make("DataSciCoding-iris-v0", sandbox="process", limits=LIMITS)
+    # The `module:` form registers the ids in the worker process whatever its start method.
+    return gym.make("agentbench_poad:DataSciCoding-iris-v0", sandbox="process", limits=LIMITS)
 
 
 def test_async_vector_env_runs_four_envs(monkeypatch):

@@ -17,8 +17,8 @@ import pytest
 
 from agentbench_poad.cli import main
 from agentbench_poad.executors import LocalExecutor, RayExecutor, get_executor
-from agentbench_poad.leaderboard.protocol import evaluate
-from agentbench_poad.leaderboard.sweep import EvalCell, evaluate_cell, evaluate_grid
+from agentbench_poad.leaderboard.protocol import EvaluationPlan, Provenance, evaluate_plan
+from agentbench_poad.leaderboard.sweep import cell_key, evaluate_grid, run_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 RANDOM = "agentbench_poad.baselines.random:make_random_agent"
@@ -50,6 +50,11 @@ def run_flaky(cell: Flaky) -> int:
 
 def masked(record: dict) -> dict:
     return {k: v for k, v in record.items() if k not in MASKED}
+
+
+def plan(agent=RANDOM, envs=("Overcooked-TomatoSalad-v0",), seeds=(0, 1), episodes=2, **kw):
+    return EvaluationPlan(agent=agent, env_ids=tuple(envs), seeds=tuple(seeds),
+                          episodes=episodes, **kw)
 
 
 EXECUTORS = ["local", "ray"]
@@ -109,9 +114,10 @@ def test_executor_arguments_are_checked():
 @pytest.mark.parametrize("env_id,seeds", [("Overcooked-TomatoSalad-v0", [0, 3]),
                                           ("VirtualHome-Cheese-v0", [2, 1, 5])])
 def test_sweep_records_equal_the_protocol(name, make, env_id, seeds, tmp_path):
-    reference = evaluate(RANDOM, [env_id], seeds=seeds, episodes=3, action_timeout=None)[0]
-    result = evaluate_grid(RANDOM, [env_id], seeds=seeds, episodes=3, action_timeout=None,
-                           executor=make(name), out_dir=tmp_path)
+    the_plan = plan(envs=[env_id], seeds=seeds, episodes=3, action_timeout=None)
+    provenance = Provenance(command="test")
+    (reference,) = evaluate_plan(the_plan, provenance)
+    result = evaluate_grid(the_plan, provenance, executor=make(name), out_dir=tmp_path)
     assert result.failed == [] and result.reused == 0
     (record,) = result.records
     assert masked(record) == masked(reference)
@@ -122,8 +128,8 @@ def test_sweep_records_equal_the_protocol(name, make, env_id, seeds, tmp_path):
 
 def test_local_and_ray_records_are_identical(ray_cluster, tmp_path):
     envs = ["Overcooked-TomatoSalad-v0", "VirtualHome-Cheese-v0"]
-    local = evaluate_grid(RANDOM, envs, seeds=[0, 1], episodes=2, executor=LocalExecutor())
-    remote = evaluate_grid(RANDOM, envs, seeds=[0, 1], episodes=2, executor=RayExecutor())
+    local = evaluate_grid(plan(envs=envs), executor=LocalExecutor())
+    remote = evaluate_grid(plan(envs=envs), executor=RayExecutor())
     assert len(local.records) == len(remote.records) == 2
     assert [masked(r) for r in local.records] == [masked(r) for r in remote.records]
 
@@ -135,34 +141,33 @@ def test_failing_cell_never_writes_its_record_and_resumes(name, make, tmp_path):
     envs = ["Overcooked-TomatoSalad-v0", "VirtualHome-Cheese-v0"]
     kwargs = {"broken_env": "VirtualHome-Cheese-v0", "marker": str(marker)}
     out = tmp_path / "out"
-    first = evaluate_grid(BROKEN, envs, seeds=[0, 1], episodes=2, agent_kwargs=kwargs,
-                          executor=make(name, max_retries=1), out_dir=out, agent_name="b")
+    broken = plan(BROKEN, envs, agent_kwargs=kwargs)
+    named = Provenance(agent_name="b")
+    first = evaluate_grid(broken, named, executor=make(name, max_retries=1), out_dir=out)
     assert [r["env"]["id"] for r in first.records] == ["Overcooked-TomatoSalad-v0"]
     assert sorted((o.cell.seed, o.attempts) for o in first.failed) == [(0, 2), (1, 2)]
     assert sorted(p.name for p in out.glob("*.json")) == ["Overcooked-TomatoSalad-v0__b.json"]
     marker.unlink()  # the fault is fixed: the re-run evaluates only what is missing
-    second = evaluate_grid(BROKEN, envs, seeds=[0, 1], episodes=2, agent_kwargs=kwargs,
-                           executor=make(name), out_dir=out, agent_name="b")
+    second = evaluate_grid(broken, named, executor=make(name), out_dir=out)
     assert second.failed == [] and second.reused == 0
     assert sorted(p.name for p in out.glob("*.json")) == [
         "Overcooked-TomatoSalad-v0__b.json", "VirtualHome-Cheese-v0__b.json"]
-    reference = evaluate(BROKEN, ["VirtualHome-Cheese-v0"], seeds=[0, 1], episodes=2,
-                         agent_kwargs=kwargs, agent_name="b")[0]
+    (reference,) = evaluate_plan(plan(BROKEN, ["VirtualHome-Cheese-v0"], agent_kwargs=kwargs),
+                                 named)
     assert masked(second.records[1]) == masked(reference)
 
 
 def test_finished_cells_are_reused_after_an_interruption(tmp_path):
     out = tmp_path / "out"
-    env = "Overcooked-TomatoSalad-v0"
-    full = evaluate_grid(RANDOM, [env], seeds=[0, 1, 2], episodes=2, out_dir=tmp_path / "full")
+    the_plan = plan(seeds=(0, 1, 2))
+    full = evaluate_grid(the_plan, out_dir=tmp_path / "full")
     # an earlier run finished the cells of seeds 0 and 2, then died before seed 1
     (out / ".cells").mkdir(parents=True)
     for seed in (0, 2):
-        one = evaluate_cell(EvalCell(RANDOM, env, seed, 2))
-        (out / ".cells" / f"{EvalCell(RANDOM, env, seed, 2).key()}.json").write_text(
-            json.dumps(one))
-    (out / ".cells" / "torn.json").write_text('{"record_id": ')  # not a cell of this sweep
-    resumed = evaluate_grid(RANDOM, [env], seeds=[0, 1, 2], episodes=2, out_dir=out)
+        request = the_plan.cell("Overcooked-TomatoSalad-v0", seed)
+        (out / ".cells" / f"{cell_key(request)}.json").write_text(json.dumps(run_cell(request)))
+    (out / ".cells" / "torn.json").write_text('{"env_id": ')  # not a cell of this sweep
+    resumed = evaluate_grid(the_plan, out_dir=out)
     assert resumed.reused == 2
     assert masked(resumed.records[0]) == masked(full.records[0])
 

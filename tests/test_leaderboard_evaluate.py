@@ -8,10 +8,12 @@ import textwrap
 import gymnasium as gym
 import pytest
 
+from agentbench_poad.agents import load_factory
 from agentbench_poad.baselines.random import RandomAgent
 from agentbench_poad.cli import main
+from agentbench_poad.evaluation import RESET_SEED_STRIDE
 from agentbench_poad.leaderboard import evaluate, load_records, read_record
-from agentbench_poad.leaderboard.protocol import RESET_SEED_STRIDE, load_factory
+from agentbench_poad.leaderboard.protocol import Provenance
 from tests.test_leaderboard_toys import (
     CODE_ID,
     CORRIDOR_ID,
@@ -80,6 +82,7 @@ def test_open_action_envs_score_the_final_code():
     record = evaluate(CodeAgent, CODE_ID, seeds=[0, 1], episodes=2)[0]
     assert record["scores"]["metric"] == "final_auc"
     assert record["env"]["open_action"] is True
+    assert record["env"]["family"] == "leaderboardtoy"  # from its register_family facts
     episode = record["scores"]["per_seed"][0]["episodes"][0]
     assert episode["return"] == pytest.approx(-1.0 + 0.75)  # a failed attempt, then the code
     assert episode["score"] == pytest.approx(0.75)
@@ -112,13 +115,13 @@ def test_an_interrupted_evaluation_resumes_from_its_partial_file(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         evaluate(Interrupting, CORRIDOR_ID, seeds=[0, 1], episodes=3, agent_kwargs=kwargs,
-                 out_dir=out, agent_name="walker")
+                 out_dir=out, provenance=Provenance(agent_name="walker"))
     partial = out / f"{CORRIDOR_ID}__walker.partial.jsonl"
     finished = len(partial.read_text().splitlines()) - 1  # minus the header line
     assert finished >= 1
     calls_first = int((tmp_path / "calls").read_text())
     record = evaluate(Interrupting, CORRIDOR_ID, seeds=[0, 1], episodes=3, agent_kwargs=kwargs,
-                      out_dir=out, agent_name="walker")[0]
+                      out_dir=out, provenance=Provenance(agent_name="walker"))[0]
     assert not partial.exists()
     assert read_record(out / f"{CORRIDOR_ID}__walker.json") == record
     assert record["scores"]["success_rate"] == 1.0

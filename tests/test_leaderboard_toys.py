@@ -1,8 +1,10 @@
 """Small text envs and agents that the leaderboard tests share (plus tests of the toys).
 
 The leaderboard must work for any registered id, so its tests do not wait for the real families:
-``LeaderboardToy-Corridor-v0`` (restricted actions, like Overcooked/VirtualHome) and
-``LeaderboardToy-Code-v0`` (open actions and attempts, like DataSciCoding) are registered here.
+``LeaderboardToy-Corridor-v0`` (restricted actions, like Overcooked/VirtualHome; registered with
+plain ``gym.register``, as another package would) and ``LeaderboardToy-Code-v0`` (open actions
+and attempts, like DataSciCoding; registered with ``register_family``, family "leaderboardtoy")
+are registered here.
 Other test modules import this one by name (pytest puts ``tests/`` on ``sys.path``).
 """
 
@@ -14,6 +16,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentbench_poad.core import TextEnv, invalid_action_note, text_space
+from agentbench_poad.registration import SUCCESS_OPEN, EnvFamily, TaskRow, register_family
 
 CORRIDOR_ID = "LeaderboardToy-Corridor-v0"
 CODE_ID = "LeaderboardToy-Code-v0"
@@ -82,8 +85,9 @@ class CodeEnv(TextEnv):
 def register_toys() -> None:
     if CORRIDOR_ID not in gym.registry:
         gym.register(CORRIDOR_ID, entry_point=CorridorEnv, max_episode_steps=30)
-    if CODE_ID not in gym.registry:
-        gym.register(CODE_ID, entry_point=CodeEnv)
+    family = EnvFamily("leaderboardtoy", "LeaderboardToy", entry_point=CodeEnv, actions="open",
+                       metric="final_auc", success_rule=SUCCESS_OPEN)
+    register_family(family, [TaskRow("Code", description="write a number in [0, 1]")])
 
 
 register_toys()

@@ -98,7 +98,10 @@ def test_unknown_env_executor_is_refused():
 
 def test_trainer_with_envs_in_ray_actors_equals_local(tiny_model, tmp_path):
     pytest.importorskip("torch")
+    from agentbench_poad.baselines import get_algorithm
     from agentbench_poad.rl.trainer import TIMING_KEYS, train
+
+    poad = get_algorithm("poad")
 
     small = dict(num_envs=2, rollout_length=3, epochs=1, num_minibatches=2, lr=5e-2,
                  critic_lr=1e-3, critic_hidden_sizes=(16, 16), eval_every=2, eval_episodes=2,
@@ -108,15 +111,15 @@ def test_trainer_with_envs_in_ray_actors_equals_local(tiny_model, tmp_path):
         rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
         return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
 
-    local = train("poad", "CaseStudy-Microwave-v0", tiny_model, total_steps=18, seed=1,
+    local = train(poad, "CaseStudy-Microwave-v0", tiny_model, total_steps=18, seed=1,
                   out=tmp_path / "local", overrides=small, progress=False)
-    remote = train("poad", "CaseStudy-Microwave-v0", tiny_model, total_steps=18, seed=1,
+    remote = train(poad, "CaseStudy-Microwave-v0", tiny_model, total_steps=18, seed=1,
                    out=tmp_path / "ray", overrides={**small, "env_executor": "ray"},
                    progress=False)
     assert lines(remote) == lines(local)
     assert len(lines(local)) == 3
     # a run may resume under the other executor: where envs live is not part of its identity
-    train("poad", "CaseStudy-Microwave-v0", tiny_model, total_steps=24, seed=1,
+    train(poad, "CaseStudy-Microwave-v0", tiny_model, total_steps=24, seed=1,
           out=tmp_path / "local", overrides={**small, "env_executor": "ray"}, progress=False,
           resume=True)
     assert len(lines(tmp_path / "local")) == 4

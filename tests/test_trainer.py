@@ -8,6 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from agentbench_poad.baselines import get_algorithm  # noqa: E402
+from agentbench_poad.rl.run_dir import RunDirectory  # noqa: E402
 from agentbench_poad.rl.trainer import (  # noqa: E402
     TIMING_KEYS,
     evaluate_agent,
@@ -52,28 +54,26 @@ def weights(run_dir):
 
 
 def test_resume_continues_exactly(tiny_model, tmp_path, monkeypatch):
-    import agentbench_poad.rl.trainer as trainer_module
-
     steps = 4 * 2 * 3  # 4 updates
-    full = train("poad", ENV, tiny_model, total_steps=steps, seed=3, out=tmp_path / "full",
+    full = train(get_algorithm("poad"), ENV, tiny_model, total_steps=steps, seed=3, out=tmp_path / "full",
                  overrides=SMALL, progress=False)
     part = tmp_path / "part"
-    save = trainer_module._save_checkpoint
+    save = RunDirectory.save_checkpoint
 
-    def killed_before_third_checkpoint(run_dir, update, *args, **kwargs):
+    def killed_before_third_checkpoint(run, update, *args, **kwargs):
         if update == 3:  # update 3 is logged (metrics, TensorBoard) but never checkpointed
             raise KeyboardInterrupt
-        return save(run_dir, update, *args, **kwargs)
+        return save(run, update, *args, **kwargs)
 
-    monkeypatch.setattr(trainer_module, "_save_checkpoint", killed_before_third_checkpoint)
+    monkeypatch.setattr(RunDirectory, "save_checkpoint", killed_before_third_checkpoint)
     with pytest.raises(KeyboardInterrupt):
-        train("poad", ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
+        train(get_algorithm("poad"), ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
               progress=False)
     monkeypatch.undo()
     assert len(lines(part)) == 3 and latest_checkpoint(part).name == "update_000002"
     with open(part / "metrics.jsonl", "a") as handle:  # and a line cut short by the kill
         handle.write('{"update": 4, "env_')
-    train("poad", ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
+    train(get_algorithm("poad"), ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
           progress=False, resume=True)
     assert lines(part) == lines(full)
     assert [r["update"] for r in lines(full)] == [1, 2, 3, 4]
@@ -91,7 +91,7 @@ def test_resume_continues_exactly(tiny_model, tmp_path, monkeypatch):
 
 
 def test_run_directory_layout(tiny_model, tmp_path):
-    run = train("twosome", ENV, tiny_model, total_steps=2 * 6, seed=0, out=tmp_path / "run",
+    run = train(get_algorithm("twosome"), ENV, tiny_model, total_steps=2 * 6, seed=0, out=tmp_path / "run",
                 overrides=SMALL, progress=False)
     config = json.loads((run / "config.json").read_text())
     assert config["agent"] == "twosome" and config["env_id"] == ENV and config["seed"] == 0
@@ -114,34 +114,37 @@ def test_run_directory_layout(tiny_model, tmp_path):
 
 def test_existing_run_needs_resume_and_same_arguments(tiny_model, tmp_path):
     kwargs = dict(total_steps=6, seed=0, out=tmp_path / "run", progress=False)
-    train("poad", ENV, tiny_model, overrides=SMALL, **kwargs)
+    train(get_algorithm("poad"), ENV, tiny_model, overrides=SMALL, **kwargs)
     with pytest.raises(FileExistsError, match="resume"):
-        train("poad", ENV, tiny_model, overrides=SMALL, **kwargs)
+        train(get_algorithm("poad"), ENV, tiny_model, overrides=SMALL, **kwargs)
     with pytest.raises(ValueError, match="cannot resume"):
-        train("poad", ENV, tiny_model, overrides={**SMALL, "lr": 1.0}, resume=True, **kwargs)
+        train(get_algorithm("poad"), ENV, tiny_model, overrides={**SMALL, "lr": 1.0}, resume=True, **kwargs)
 
 
 def test_errors_name_the_fix(tiny_model, tmp_path):
     with pytest.raises(ValueError, match="total_steps"):
-        train("poad", ENV, tiny_model, total_steps=1, out=tmp_path / "a", overrides=SMALL,
+        train(get_algorithm("poad"), ENV, tiny_model, total_steps=1, out=tmp_path / "a", overrides=SMALL,
               progress=False)
     with pytest.raises(ValueError, match="POAD or NTPO"):
-        train("twosome", "DataSciCoding-balance-scale-v0", tiny_model, total_steps=8,
+        train(get_algorithm("twosome"), "DataSciCoding-balance-scale-v0", tiny_model, total_steps=8,
               out=tmp_path / "b", progress=False)
-    with pytest.raises(KeyError, match="choose one of"):
-        train("ppo2", ENV, tiny_model, total_steps=8, out=tmp_path / "c", progress=False)
+    with pytest.raises(TypeError, match=r"get_algorithm\('poad'\)"):
+        train("poad", ENV, tiny_model, total_steps=8, out=tmp_path / "c", progress=False)
+    with pytest.raises(TypeError, match="not an algorithm class"):
+        train(object, ENV, tiny_model, total_steps=8, out=tmp_path / "c", progress=False)
     with pytest.raises(FileNotFoundError, match="no checkpoint|run directory"):
         load_agent(tmp_path / "nothing")
 
 
 def test_load_agent_and_evaluate(tiny_model, tmp_path):
-    run = train("poad", ENV, tiny_model, total_steps=6, seed=1, out=tmp_path / "run",
+    run = train(get_algorithm("poad"), ENV, tiny_model, total_steps=6, seed=1, out=tmp_path / "run",
                 overrides=SMALL, progress=False)
     agent = load_agent(run)
     result = evaluate_agent(agent, ENV, episodes=2, seed=0)
-    assert len(result["returns"]) == 2 and result["success_rate"] in (0.0, 0.5, 1.0)
+    assert len(result.returns) == 2 and result.success_rate in (0.0, 0.5, 1.0)
+    assert [e.reset_seed for e in result.episodes] == [0, 1]  # the runner's seed rule
     again = evaluate_agent(load_agent(run), ENV, episodes=2, seed=0)
-    assert again["returns"] == result["returns"]  # greedy and seeded: reproducible
+    assert again.returns == result.returns  # greedy and seeded: reproducible
 
 
 @pytest.mark.parametrize("agent", ["poad", "ntpo", "twosome"])
@@ -165,7 +168,7 @@ def test_cli_train_and_evaluate(agent, tiny_model, tmp_path, capsys):
 
 def test_load_agent_carries_the_trained_adapter(tiny_model, tmp_path):
     """The evaluated policy is the trained one: its LoRA weights are the checkpoint's, not init."""
-    run = train("poad", ENV, tiny_model, total_steps=6, seed=1, out=tmp_path / "run",
+    run = train(get_algorithm("poad"), ENV, tiny_model, total_steps=6, seed=1, out=tmp_path / "run",
                 overrides=SMALL, progress=False)
     saved, _, _ = weights(run)
     loaded = {name: p.detach() for name, p in load_agent(run).policy.model.named_parameters()

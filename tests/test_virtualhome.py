@@ -63,7 +63,7 @@ def test_ids_and_descriptions() -> None:
 
 def test_registration_imports_only_the_task_table() -> None:
     code = (
-        "import sys, gymnasium\n"
+        "import sys, gymnasium, agentbench_poad\n"
         "assert 'VirtualHome-Cheese-v0' in gymnasium.registry\n"
         "bad = [m for m in sys.modules if m.startswith('agentbench_poad.environments.virtualhome.')"
         " and not m.endswith(('.registration', '.tasks'))]\n"

@@ -6,12 +6,12 @@ import argparse
 import sys
 
 from agentbench_poad.cli._common import add_command, die
+from agentbench_poad.registration import BENCHMARK_FAMILIES
 
 
 def add_parser(subparsers) -> None:
     p = add_command(subparsers, "envs", "list the registered environment ids")
-    p.add_argument("--family", choices=["overcooked", "virtualhome", "datascicoding"],
-                   help="only this family")
+    p.add_argument("--family", choices=list(BENCHMARK_FAMILIES), help="only this family")
     p.set_defaults(func=run_envs)
 
     p = add_command(

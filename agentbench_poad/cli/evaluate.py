@@ -6,7 +6,8 @@ mode adds its option to the mutually exclusive group and its own function.
 * ``--run DIR`` -- :func:`evaluate_run` (RL-learning engineer).
 * ``--agent module:Factory`` -- :func:`evaluate_agent_spec` (leaderboard): any user agent under
   the leaderboard protocol, written as a run record (``--out``; ``--add`` also puts it on the
-  board). Options of this mode are added by :func:`_add_agent_mode_options`.
+  board). Options of this mode are added by :func:`_add_agent_mode_options`. ``--agent
+  lm:MODEL`` is the untrained model as an agent (``agentbench_poad.baselines.base_model``).
 """
 
 from __future__ import annotations
@@ -22,15 +23,23 @@ def add_parser(subparsers) -> None:
         "evaluate",
         "evaluate an agent (e.g. a trained run) on an environment",
         "Run greedy episodes of an agent and print its mean return and success rate.\n"
-        "--run DIR: the policy of a training run (its newest checkpoint) on the run's env.\n"
+        "--run DIR: the policy of a training run (its newest checkpoint) on the run's env,\n"
+        "played exactly like a point of the run's learning curve (same runner, same seeds).\n"
         "--agent MODULE:FACTORY: your agent under the leaderboard protocol, written as a run\n"
-        "record (options below; docs/leaderboard.md says how to submit it).",
+        "record (options below; docs/leaderboard.md says how to submit it).\n"
+        "--agent lm:MODEL: the untrained model as an agent (the board's base-model row), e.g.\n"
+        "  agentbench-poad evaluate --agent lm:smollm2-135m --env Overcooked-TomatoSalad-v0 \\\n"
+        "      --seeds 0 1 2 --episodes 10\n"
+        "MODEL is a named model (fetched on first use; `agentbench-poad model list`), a .gguf\n"
+        "file, a model directory or a hub id. It samples like the paper's evaluation;\n"
+        "--agent-kwargs '{\"greedy\": true}' takes the most likely action instead.",
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="a run directory written by `agentbench-poad train`")
     source.add_argument("--agent", metavar="MODULE:FACTORY",
                         help="your agent: a class or factory, 'package.module:Name' or "
-                             "'path/to/file.py:Name' (leaderboard protocol, writes a run record)")
+                             "'path/to/file.py:Name'; or 'lm:MODEL', the untrained model "
+                             "(leaderboard protocol, writes a run record)")
     p.add_argument("--env", dest="env_id", help="environment id (default: the run's)")
     p.add_argument("--episodes", type=int, default=10, help="episodes")
     p.add_argument("--seed", type=int, default=0, help="seed of the episodes' resets")
@@ -47,18 +56,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return die("name the agent to evaluate (--run DIR or --agent MODULE:FACTORY)")
 
 
-def _report(name: str, env_id: str, result: dict) -> None:
-    rate = result["success_rate"]
+def _report(name: str, result) -> None:  # noqa: ANN001 - a CellResult
     print(f"agent: {name}")
-    print(f"env: {env_id}")
-    print(f"episodes: {len(result['returns'])}")
-    print(f"mean return: {result['mean_return']:.4f}")
-    print(f"success rate: {'n/a' if rate is None else f'{rate:.3f}'}")
+    print(f"env: {result.env_id}")
+    print(f"episodes: {len(result.episodes)} (seed {result.seed})")
+    print(f"mean return: {result.mean_return:.4f}")
+    if result.metric != "return":
+        print(f"mean score ({result.metric}): {result.score:.4f}")
+    print(f"success rate: {result.success_rate:.3f}")
+    if result.failed_episodes:
+        print(f"failed episodes: {result.failed_episodes}")
 
 
 def evaluate_run(args: argparse.Namespace) -> int:
-    """The greedy policy of a training run's newest checkpoint."""
-    from agentbench_poad.rl.trainer import evaluate_agent, load_agent, load_run_config
+    """The greedy policy of a training run's newest checkpoint (the runner of the curves)."""
+    from agentbench_poad.evaluation import EvaluationRequest, evaluate_cell
+    from agentbench_poad.rl.trainer import load_agent, load_run_config
 
     try:
         spec = load_run_config(args.run)
@@ -67,9 +80,11 @@ def evaluate_run(args: argparse.Namespace) -> int:
         return die(str(exc))
     env_id = args.env_id or spec["env_id"]
     env_kwargs = spec.get("env_kwargs", {}) if env_id == spec["env_id"] else {}
-    result = evaluate_agent(agent, env_id, episodes=args.episodes, seed=args.seed,
-                            env_kwargs=env_kwargs)
-    _report(f"{spec['agent']} ({args.run})", env_id, result)
+    result = evaluate_cell(EvaluationRequest(
+        agent=agent, env_id=env_id, seed=args.seed, episodes=args.episodes,
+        env_kwargs=env_kwargs, action_timeout=None,  # in-process, as the trainer's curve
+    ))
+    _report(f"{spec['agent']} ({args.run})", result)
     return 0
 
 
@@ -93,6 +108,9 @@ def _add_agent_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--adapter", help="adapter of an LLM agent (provenance)")
     g.add_argument("--timeout", type=float, default=60.0,
                    help="per-action deadline in seconds (0: none)")
+    g.add_argument("--batch-size", type=int,
+                   help="episodes an agent with act_batch plays in lockstep (default: all of a "
+                        "seed's)")
     g.add_argument("--out", default="agentbench-runs/eval",
                    help="the record file (NAME.json) or a folder for <record_id>.json; the "
                         "resumable partial file goes next to it")
@@ -102,14 +120,14 @@ def _add_agent_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     x = p.add_argument_group(
         "executors (--agent mode)",
-        "With --executor each (env, seed) is one cell: 'local' runs the cells here one after "
-        "another, 'ray' runs each as a Ray task (pip install \"agentbench-poad[ray]\"; "
+        "With --executor each (env, seed) is one cell: 'local' plays the cells here one after "
+        "another, 'ray' plays each as a Ray task (pip install \"agentbench-poad[ray]\"; "
         "docs/scale-out.md). Records equal the in-process protocol's; finished cells are kept "
         "under <out>/.cells/ so a re-run resumes, and a cell that fails is retried "
         "(--max-retries) without losing the others.",
     )
     x.add_argument("--executor", choices=("local", "ray"),
-                   help="run the seeds as cells on this executor (default: in-process protocol "
+                   help="play the seeds as cells on this executor (default: in-process protocol "
                         "with per-episode resume)")
     x.add_argument("--address", help="with --executor ray: an existing cluster's address "
                                      "(default: start a local Ray cluster)")
@@ -148,7 +166,8 @@ def canonical_command(args: argparse.Namespace) -> str:
                                  ("--name", args.name, None),
                                  ("--base-model", args.base_model, None),
                                  ("--adapter", args.adapter, None),
-                                 ("--timeout", args.timeout, 60.0)):
+                                 ("--timeout", args.timeout, 60.0),
+                                 ("--batch-size", args.batch_size, None)):
         if value != default:
             parts += [flag, str(value)]
     return " ".join(shlex.quote(part) for part in parts)
@@ -158,7 +177,14 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
     """A user's agent (``--agent module:Factory``) under the leaderboard protocol."""
     import gymnasium as gym
 
-    from agentbench_poad.leaderboard.protocol import evaluate, load_factory, output_path
+    from agentbench_poad.agents import load_factory
+    from agentbench_poad.leaderboard.protocol import (
+        EvaluationPlan,
+        Provenance,
+        evaluate_plan,
+        output_path,
+    )
+    from agentbench_poad.leaderboard.records import RecordError, add_record
 
     if not args.env_id:
         return die("--env is required with --agent (see `agentbench-poad envs` for the ids)")
@@ -170,32 +196,34 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
         return die(str(exc))
     if args.env_id not in gym.registry:
         return die(f"unknown environment id {args.env_id!r}; see `agentbench-poad envs`")
+    from agentbench_poad.errors import DependencyNotInstalled
+    from agentbench_poad.rl.models import ModelNotAvailable
+
+    try:
+        plan = EvaluationPlan(
+            agent=args.agent, env_ids=(args.env_id,), seeds=tuple(_seeds(args)),
+            episodes=args.episodes, agent_kwargs=agent_kwargs, env_kwargs=env_kwargs,
+            action_timeout=args.timeout or None, batch_size=args.batch_size,
+        )
+    except ValueError as exc:
+        return die(str(exc))
+    provenance = Provenance(agent_name=args.name, base_model=args.base_model,
+                            adapter=args.adapter, command=canonical_command(args))
     if args.executor:
-        return _evaluate_on_executor(args, agent_kwargs, env_kwargs)
+        return _evaluate_on_executor(args, plan, provenance)
     if args.address:
         return die("--address names a Ray cluster; add --executor ray")
-    (record,) = evaluate(
-        args.agent, [args.env_id], seeds=_seeds(args), episodes=args.episodes,
-        agent_kwargs=agent_kwargs, env_kwargs=env_kwargs, agent_name=args.name,
-        action_timeout=args.timeout or None, out_dir=args.out, base_model=args.base_model,
-        adapter=args.adapter, command=canonical_command(args), progress=not args.no_progress,
-    )
-    _print_record(record, args.episodes)
-    print(f"record: {output_path(args.out, record['record_id'])}")
-    return _add(args, record)
-
-
-def _print_record(record: dict, episodes: int) -> None:
+    try:
+        (record,) = evaluate_plan(plan, provenance, out_dir=args.out,
+                                  progress=not args.no_progress)
+    except (ModelNotAvailable, DependencyNotInstalled) as exc:  # e.g. lm:NAME offline
+        return die(str(exc))
     sc = record["scores"]
     failed = sum(s["failed_episodes"] for s in sc["per_seed"])
     print(f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
           f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
-          f"{episodes} episodes, {failed} failed)")
-
-
-def _add(args: argparse.Namespace, record: dict) -> int:
-    from agentbench_poad.leaderboard.records import RecordError, add_record
-
+          f"{args.episodes} episodes, {failed} failed)")
+    print(f"record: {output_path(args.out, record['record_id'])}")
     if args.add:
         try:
             path = add_record(record, args.store, replace=args.replace)
@@ -205,12 +233,13 @@ def _add(args: argparse.Namespace, record: dict) -> int:
     return 0
 
 
-def _evaluate_on_executor(args: argparse.Namespace, agent_kwargs: dict, env_kwargs: dict) -> int:
+def _evaluate_on_executor(args: argparse.Namespace, plan, provenance) -> int:
     """``--executor local|ray``: one cell per seed (agentbench_poad.leaderboard.sweep)."""
     import sys
 
     from agentbench_poad.errors import DependencyNotInstalled
     from agentbench_poad.executors import get_executor
+    from agentbench_poad.leaderboard.records import RecordError, add_record
     from agentbench_poad.leaderboard.sweep import evaluate_grid
 
     def report_failure(cell, attempt: int, error: str) -> None:
@@ -223,13 +252,8 @@ def _evaluate_on_executor(args: argparse.Namespace, agent_kwargs: dict, env_kwar
     except (DependencyNotInstalled, ValueError, ConnectionError) as exc:
         return die(str(exc))
     with executor:
-        result = evaluate_grid(
-            args.agent, [args.env_id], seeds=_seeds(args), episodes=args.episodes,
-            executor=executor, out_dir=args.out, agent_kwargs=agent_kwargs,
-            env_kwargs=env_kwargs, agent_name=args.name, action_timeout=args.timeout or None,
-            base_model=args.base_model, adapter=args.adapter, command=canonical_command(args),
-            on_failure=report_failure,
-        )
+        result = evaluate_grid(plan, provenance, executor=executor, out_dir=args.out,
+                               on_failure=report_failure)
     for outcome in result.failed:
         print(f"FAILED cell {outcome.cell.env_id} seed {outcome.cell.seed} after "
               f"{outcome.attempts} attempts: {outcome.error.splitlines()[0]}", file=sys.stderr)
@@ -237,6 +261,15 @@ def _evaluate_on_executor(args: argparse.Namespace, agent_kwargs: dict, env_kwar
         return die("no record written: a cell failed on every attempt (see above); re-run the "
                    "same command to retry the failed cells (finished cells are kept)")
     (record,) = result.records
-    _print_record(record, args.episodes)
-    print(f"record: {result.paths[0]} ({result.reused} cells reused)")
-    return _add(args, record)
+    sc = record["scores"]
+    print(f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
+          f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
+          f"{args.episodes} episodes; {result.reused} cells reused)")
+    print(f"record: {result.paths[0]}")
+    if args.add:
+        try:
+            path = add_record(record, args.store, replace=args.replace)
+        except RecordError as exc:
+            return die(str(exc))
+        print(f"added to the board: {path}")
+    return 0

@@ -35,6 +35,9 @@ def add_parser(subparsers) -> None:
                    help="with --run: sample actions (the paper's VirtualHome protocol)")
     a.add_argument("--name", help="with --run: agent name on the board")
     a.add_argument("--timeout", type=float, default=60.0, help="per-action deadline (s)")
+    a.add_argument("--batch-size", type=int,
+                   help="with --run: episodes played in lockstep (default: all of a seed's, as "
+                        "the learning curve plays them; lower it to save accelerator memory)")
     a.add_argument("--replace", action="store_true", help="replace a record with the same id")
     a.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     a.set_defaults(func=run_add)
@@ -95,9 +98,10 @@ def run_add(args: argparse.Namespace) -> int:
             record = record_from_runs(args.run, episodes=args.episodes, env_id=args.env,
                                       greedy=not args.stochastic, action_timeout=args.timeout
                                       or None, agent_name=args.name,
-                                      command=_add_run_command(args), progress=True)
+                                      command=_add_run_command(args), progress=True,
+                                      batch_size=args.batch_size)
             print(f"added {add_record(record, _store(args), replace=args.replace)}")
-    except RecordError as exc:
+    except (RecordError, ValueError) as exc:
         return die(str(exc))
     return 0
 
@@ -116,6 +120,8 @@ def _add_run_command(args: argparse.Namespace) -> str:
         parts.append("--stochastic")
     if args.name:
         parts += ["--name", args.name]
+    if args.batch_size:
+        parts += ["--batch-size", str(args.batch_size)]
     return " ".join(shlex.quote(p) for p in parts)
 
 

@@ -104,11 +104,16 @@ def run_quickstart(args: argparse.Namespace) -> int:
         if env_id not in gym.registry:
             return die(f"unknown environment id {env_id!r}; see `agentbench-poad envs`")
     try:
+        from agentbench_poad.baselines import get_algorithm
         from agentbench_poad.rl.models import init_tiny_model
         from agentbench_poad.rl.trainer import train
     except ImportError as exc:
         return die(f"quickstart needs the training stack ({exc}); "
                    'pip install "agentbench-poad[train]"')
+    try:
+        algorithms = {agent: get_algorithm(agent) for agent in plan.agents}
+    except KeyError as exc:
+        return die(str(exc.args[0]))
     out = Path(args.out).resolve()
     store = out / "records"
     progress = not args.no_progress
@@ -127,7 +132,7 @@ def run_quickstart(args: argparse.Namespace) -> int:
             _stage(bar, f"train {agent}")
             run_dir = out / "runs" / agent
             resume = (run_dir / "checkpoints").exists()
-            runs[agent] = train(agent=agent, env_id=plan.env_id, model=str(model_dir),
+            runs[agent] = train(algorithms[agent], env_id=plan.env_id, model=str(model_dir),
                                 total_steps=plan.total_steps, seed=0, out=run_dir,
                                 resume=resume, overrides=dict(plan.overrides),
                                 env_kwargs=dict(plan.env_kwargs), progress=False)
@@ -194,16 +199,16 @@ def _record_trained(run_dir: Path, agent: str, plan: QuickstartPlan, store: Path
 
 def _record_anchor(factory: str, env_id: str, seeds, episodes: int, env_kwargs: dict,
                    store: Path, progress: bool) -> None:
-    from agentbench_poad.leaderboard.protocol import evaluate
+    from agentbench_poad.leaderboard.protocol import Provenance, evaluate
     from agentbench_poad.leaderboard.records import add_record, make_record_id
 
     name = "oracle" if "oracle" in factory else "random"
     if (store / f"{make_record_id(env_id, name)}.json").exists():
         return
     (record,) = evaluate(factory, [env_id], seeds=list(seeds), episodes=episodes,
-                         env_kwargs=dict(env_kwargs), agent_name=name,
-                         config={"quickstart": True},
-                         command="agentbench-poad quickstart", progress=progress,
+                         env_kwargs=dict(env_kwargs), progress=progress,
+                         provenance=Provenance(agent_name=name, config={"quickstart": True},
+                                               command="agentbench-poad quickstart"),
                          out_dir=store.parent / "eval")
     add_record(record, store, replace=True)
 

@@ -15,8 +15,10 @@ def add_parser(subparsers) -> None:
         subparsers,
         "train",
         "train a reference agent (POAD, NTPO, TWOSOME) with LoRA",
-        "Train a reference agent on ENV with a causal LM (hub id or local directory; make a\n"
-        "small offline one with `agentbench-poad model init tiny --out DIR`). Hyper-parameters\n"
+        "Train a reference agent on ENV with a causal LM: a named model (e.g. smollm2-135m,\n"
+        "fetched on first use; `agentbench-poad model list`), a .gguf file, a local directory or\n"
+        "a hub id (make a small offline one with `agentbench-poad model init tiny --out DIR`).\n"
+        "The run's config.json keeps the model as given (the name, not a cache path). Hyper-parameters\n"
         "come from the paper's preset for the env family (--preset auto), overridden field by\n"
         "field with --set KEY=VALUE (e.g. --set lr=1e-5 --set num_envs=2). The run directory\n"
         "gets config.json, metrics.jsonl, learning_curve.json, tb/ and checkpoints/; --resume\n"
@@ -24,7 +26,8 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--agent", required=True, choices=AGENTS, help="algorithm")
     p.add_argument("--env", required=True, dest="env_id", help="environment id")
-    p.add_argument("--model", required=True, help="hub id or local directory of a causal LM")
+    p.add_argument("--model", required=True,
+                   help="named model (smollm2-135m), .gguf file, local directory or hub id")
     p.add_argument("--total-steps", type=int, required=True, help="environment steps")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("--out", required=True, help="run directory")
@@ -58,7 +61,8 @@ def run_train(args: argparse.Namespace) -> int:
     from agentbench_poad.rl.trainer import train
 
     try:
-        config_class = get_algorithm(args.agent).config_class
+        algorithm = get_algorithm(args.agent)
+        config_class = algorithm.config_class
         overrides = config_class.coerce_overrides(_pairs(args.overrides, "--set"))
         if args.device:
             overrides["device"] = args.device
@@ -67,10 +71,10 @@ def run_train(args: argparse.Namespace) -> int:
         return die(str(exc))
     preset = None if args.preset == "none" else args.preset
     try:
-        run_dir = train(args.agent, args.env_id, args.model, total_steps=args.total_steps,
+        run_dir = train(algorithm, args.env_id, args.model, total_steps=args.total_steps,
                         seed=args.seed, out=args.out, resume=args.resume, overrides=overrides,
-                        preset=preset, env_kwargs=env_kwargs, progress=not args.no_progress,
-                        max_updates=args.max_updates)
+                        preset=preset, env_kwargs=env_kwargs,
+                        progress=not args.no_progress, max_updates=args.max_updates)
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         return die(str(exc))
     print(f"run directory: {run_dir}")

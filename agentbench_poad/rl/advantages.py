@@ -21,16 +21,33 @@ sum (scaled by powers of ``cλ`` so that it is a plain cumulative sum), computed
 and tokens at once; torch's cumsum kernel is used when torch is loaded (same numbers, faster).
 Inputs may be NumPy arrays or torch tensors; the result has the same kind (and, for torch, the
 dtype and device of ``values``). The arithmetic is float64.
+
+Bad input: a ``token_mask`` row that is not a non-empty prefix, shapes that do not match,
+discounts outside ``[0, 1]``, ``dones`` other than 0/1 and non-finite numbers where they are used
+(rewards, next values, values at real tokens) raise :class:`ValueError`. Whatever ``values``
+holds at pads (even NaN) is ignored; advantages and returns are exactly 0 there.
+
+NumPy safety rule (docs/numpy-strided-out-defect.md): NumPy 2.1-2.4 computes wrong numbers when
+``np.negative`` writes through a *strided* ``out=`` view from an input with a stride of 8 float64
+elements (found on an AVX-512 machine, but not limited to NumPy's AVX-512 kernels). In this module
+every ufunc writes a fresh array or a whole C-contiguous array (or a contiguous 1-D slice of one);
+the only strided writes are plain copies (``a[..., 0] = b``), which use NumPy's copy loops, not
+ufunc kernels.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
 import numpy as np
 
 __all__ = ["action_level_gae", "discount_matrix", "reverse_discounted_cumsum", "token_level_gae"]
+
+#: The scaled (cumulative-sum) form needs ``factor^width`` far from underflow; below this
+#: exponent the exact discount-matrix product is used instead.
+_MAX_LOG_SCALE = 600.0
 
 
 def _is_torch(x: Any) -> bool:
@@ -54,6 +71,45 @@ def _like(result: np.ndarray, reference: Any) -> Any:
     return result.astype(dtype, copy=False)
 
 
+#: torch (at::internal::GRAIN_SIZE) runs an op over fewer elements than this on the calling thread.
+_TORCH_SERIAL_ELEMENTS = 32768
+
+#: NumPy asks the kernel for transparent huge pages for allocations of at least 4 MiB.
+_HUGE_PAGE_ALLOCATION = 4 << 20
+
+
+def _workspace(count: int, size: int) -> list[np.ndarray]:
+    """``count`` C-contiguous float64 arrays of ``size`` elements carved from one allocation.
+
+    Fresh megabyte arrays are a large part of the estimator's cost where page faults are
+    expensive (VMs, sandboxes: about 0.5 ms per MiB on the machine this was tuned on, more than
+    the arithmetic). One allocation per call, rounded up to 4 MiB once it exceeds 1 MiB so that
+    NumPy requests huge pages for it, faults a few pages instead of hundreds. The results returned
+    to the caller are two of these arrays (views of the one buffer).
+    """
+    total = count * size
+    if total * 8 >= 1 << 20:
+        total = max(total, _HUGE_PAGE_ALLOCATION // 8)
+    buffer = np.empty(total)
+    return [buffer[i * size : (i + 1) * size] for i in range(count)]
+
+
+def _check_discounts(**discounts: float) -> None:
+    for name, value in discounts.items():
+        if not (isinstance(value, (int, float, np.floating)) and 0.0 <= float(value) <= 1.0):
+            raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+
+
+def _check_dones(dones: np.ndarray) -> None:
+    if not ((dones == 0.0) | (dones == 1.0)).all():
+        raise ValueError("dones must be booleans or 0/1 (1 where the episode ended with the step)")
+
+
+def _check_finite(name: str, x: np.ndarray, what: str) -> None:
+    if not np.isfinite(x).all():
+        raise ValueError(f"{name} contains NaN or inf {what}; check the critic and the env rewards")
+
+
 def discount_matrix(length: int, factor: float) -> np.ndarray:
     """``W[j, k] = factor ** (k − j)`` for ``k ≥ j`` else 0, shape ``(length, length)``.
 
@@ -64,41 +120,55 @@ def discount_matrix(length: int, factor: float) -> np.ndarray:
     return np.where(offsets >= 0, powers[np.maximum(offsets, 0)], 0.0)
 
 
+def _scaled_form_is_safe(factor: float, length: int) -> bool:
+    """Whether ``factor^k`` for ``k < length`` stays far from underflow (and factor > 0)."""
+    return 0.0 < factor <= 1.0 and length * -math.log(factor) < _MAX_LOG_SCALE
+
+
 def reverse_discounted_cumsum(x: np.ndarray, factor: float) -> np.ndarray:
     """``y_j = Σ_{k≥j} factor^{k−j} x_k`` along the last axis, in O(size) where it is safe.
 
     ``factor = 1`` is a reversed cumulative sum. For ``0 < factor < 1`` the terms are scaled by
     ``factor^k``, summed cumulatively and unscaled; when ``factor^L`` would underflow (tiny
     factors, very long rows) the exact product with :func:`discount_matrix` is used instead.
+    The result is a fresh C-contiguous float64 array.
     """
+    x = np.asarray(x, dtype=np.float64)
     length = x.shape[-1]
-    if factor == 1.0:
-        return _cumsum_last(x[..., ::-1])[..., ::-1]
-    if 0.0 < factor < 1.0 and length * -np.log(factor) < 600.0:
-        scale = np.power(float(factor), np.arange(length, dtype=np.float64))
-        summed = _cumsum_last((x * scale)[..., ::-1])[..., ::-1]
-        summed /= scale
-        return summed
-    return x @ discount_matrix(length, factor).T
-
-
-def _cumsum_last(x: np.ndarray) -> np.ndarray:
-    """Cumulative sum over the last axis, as a fresh array."""
-    return _cumsum_last_inplace(np.array(x, dtype=np.float64, order="C"))
+    if not _scaled_form_is_safe(factor, length):
+        return np.ascontiguousarray(x @ discount_matrix(length, factor).T)
+    # Work on the reversed axis (a contiguous copy) so that the cumulative sum runs forwards.
+    reversed_x = x[..., ::-1].copy(order="C")  # always a copy (the caller keeps x)
+    if factor != 1.0:
+        scale_reversed = np.power(float(factor), np.arange(length - 1, -1, -1, dtype=np.float64))
+        np.multiply(reversed_x, scale_reversed, out=reversed_x)
+    _cumsum_last_inplace(reversed_x)
+    result = np.ascontiguousarray(reversed_x[..., ::-1])
+    if factor != 1.0:
+        np.divide(result, np.power(float(factor), np.arange(length, dtype=np.float64)), out=result)
+    return result
 
 
 def _cumsum_last_inplace(x: np.ndarray) -> np.ndarray:
     """Cumulative sum over the last axis of a C-contiguous float64 array, in place.
 
-    NumPy's cumsum over short rows is slow (a strided inner loop per row); torch's CPU kernel is
-    several times faster and gives the same sequential float64 sums, so it is used when torch is
-    already loaded (it never imports torch by itself: that costs seconds).
+    NumPy's cumsum over short rows is slow (a sequential loop per row); torch's CPU kernel gives
+    the same sequential float64 sums four to five times faster, so it is used when torch is
+    already loaded (this never imports torch by itself: that costs seconds). Torch hands a cumsum
+    of more rows than ``32768 // width`` to its thread pool, and on a loaded machine waiting for
+    those threads costs milliseconds, far more than the sum; so the rows go in chunks below that
+    size, which torch runs on the calling thread.
     """
+    if not x.flags.c_contiguous:  # an internal error, never the caller's
+        raise AssertionError("_cumsum_last_inplace needs a C-contiguous array")
     torch = sys.modules.get("torch")
-    if torch is None:
+    if torch is None or x.size == 0:
         return np.cumsum(x, axis=-1, out=x)
-    tensor = torch.from_numpy(x)
-    torch.cumsum(tensor, dim=-1, out=tensor)
+    rows = torch.from_numpy(x.reshape(-1, x.shape[-1]))
+    chunk = max(1, _TORCH_SERIAL_ELEMENTS // max(1, x.shape[-1]) - 1)
+    for start in range(0, rows.shape[0], chunk):
+        part = rows[start : start + chunk]
+        torch.cumsum(part, dim=-1, out=part)
     return x
 
 
@@ -116,14 +186,19 @@ def action_level_gae(
     Args:
         rewards: ``(T, N)`` env rewards of each rollout step.
         values: ``(T, N)`` critic values ``V_t`` of the observation each step acted on.
-        dones: ``(T, N)`` whether the episode ended with step ``t``.
+        dones: ``(T, N)`` whether the episode ended with step ``t`` (bool or 0/1).
         next_value: ``(N,)`` value of the observation after the last rollout step.
-        gamma: discount ``γ``.
-        lam: GAE ``λ``.
+        gamma: discount ``γ`` in ``[0, 1]``.
+        lam: GAE ``λ`` in ``[0, 1]``.
 
     Returns:
         ``(advantages, returns)``, each ``(T, N)``, of the same kind as ``values``.
+
+    Raises:
+        ValueError: on mismatched shapes, discounts outside ``[0, 1]``, ``dones`` other than
+            0/1, or NaN/inf in the inputs.
     """
+    _check_discounts(gamma=gamma, lam=lam)
     r = _to_numpy(rewards)
     v = _to_numpy(values)
     d = _to_numpy(dones)
@@ -133,6 +208,9 @@ def action_level_gae(
             "action_level_gae expects rewards/values/dones of shape (T, N) and next_value (N,); "
             f"got {r.shape}, {v.shape}, {d.shape}, {nv.shape}"
         )
+    _check_dones(d)
+    for name, x in (("rewards", r), ("values", v), ("next_value", nv)):
+        _check_finite(name, x, "")
     steps = r.shape[0]
     advantages = np.zeros_like(v)
     running = np.zeros_like(nv)
@@ -163,17 +241,26 @@ def token_level_gae(
     Args:
         rewards: ``(T, N)`` env rewards of each rollout step (credited to the action's last token).
         values: ``(T, N, L)`` token values; ``values[t, i, j]`` is the value before token ``j + 1``.
+            Entries at pads are ignored (they may be anything, NaN included).
         token_mask: ``(T, N, L)`` bool, True at real action tokens; each row is a non-empty prefix.
-        dones: ``(T, N)`` whether the episode ended with step ``t``.
+        dones: ``(T, N)`` whether the episode ended with step ``t`` (bool or 0/1).
         next_value: ``(N,)`` value before the first token after the last rollout step (the
             bootstrap observation's value).
-        gamma: discount ``γ`` between environment steps.
-        lam: GAE ``λ`` (applied between steps and between tokens).
-        intra_gamma: discount between the tokens of one action (1 = BAD, ``gamma`` = NTPO).
+        gamma: discount ``γ`` between environment steps, in ``[0, 1]``.
+        lam: GAE ``λ`` (applied between steps and between tokens), in ``[0, 1]``.
+        intra_gamma: discount between the tokens of one action (1 = BAD, ``gamma`` = NTPO), in
+            ``[0, 1]``.
 
     Returns:
-        ``(advantages, returns)``, each ``(T, N, L)`` and 0 at pads, of the same kind as ``values``.
+        ``(advantages, returns)``, each ``(T, N, L)`` and exactly 0 at pads, of the same kind as
+        ``values``.
+
+    Raises:
+        ValueError: on mismatched shapes, a mask row that is empty or not a prefix, discounts
+            outside ``[0, 1]``, ``dones`` other than 0/1, NaN/inf in rewards, next values or
+            values at real tokens, or (values near the float64 limit) an overflow.
     """
+    _check_discounts(gamma=gamma, lam=lam, intra_gamma=intra_gamma)
     r = _to_numpy(rewards)
     v = _to_numpy(values)
     mask = _to_numpy(token_mask, dtype=bool)
@@ -186,59 +273,105 @@ def token_level_gae(
         )
     if nv.shape != r.shape[1:]:
         raise ValueError(f"next_value must have shape (N,) = {r.shape[1:]}, got {nv.shape}")
-    lengths = mask.sum(axis=-1)
+    if v.shape[-1] == 0:
+        raise ValueError("every action needs at least one token (values has width 0)")
+    steps, envs, width = v.shape
+    if v.size == 0:  # no steps or no envs: nothing to estimate
+        return _like(np.zeros(v.shape), values), _like(np.zeros(v.shape), values)
+    # The leading run of True of each row ends at its first False (argmin), or at the width when
+    # it has none; the rows are prefixes iff those runs hold every True of the mask.
+    lengths = np.where(mask[..., -1], width, mask.argmin(axis=-1))
+    if np.count_nonzero(mask) != lengths.sum():
+        raise ValueError("token_mask rows must be prefixes (True on real tokens, then padding)")
     if (lengths == 0).any():
         raise ValueError("every action needs at least one token (a token_mask row is all False)")
-    steps, envs, width = v.shape
-    positions = np.arange(width)
-    if not np.array_equal(mask, positions < lengths[..., None]):
-        raise ValueError("token_mask rows must be prefixes (True on real tokens, then padding)")
+    _check_dones(d)
+    _check_finite("rewards", r, "")
+    _check_finite("next_value", nv, "")
 
-    # With V zeroed at pads, delta_j = c·V^{j+1} − V^j is the TD error of an inner token, −V^n on
-    # the last token (its successor is a pad) and 0 on pads. Writing
-    # e_t = r_t + γ m_{t+1} (V_{t+1}^1 + λ A_{t+1}^1) for what enters from outside the action,
-    # every token's advantage is A_t^j = Σ_{k≥j} f^{k−j} delta_k + f^{n−j} e_t with f = cλ.
-    # Large fresh arrays are a good part of this function's cost, so it allocates three: the
-    # zero-padded values (which become the returns), the reversed TD errors, the advantages.
-    v = np.where(mask, v, 0.0)  # whatever the pads held (even NaN) is gone
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite values raise ValueError below
+        advantages, returns = _token_gae_arrays(r, v, mask, d, nv, lengths, gamma=gamma, lam=lam,
+                                                intra_gamma=intra_gamma)
+    return _like(advantages, values), _like(returns, values)
+
+
+def _token_gae_arrays(
+    r: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray,
+    d: np.ndarray,
+    nv: np.ndarray,
+    lengths: np.ndarray,
+    *,
+    gamma: float,
+    lam: float,
+    intra_gamma: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`token_level_gae` on validated float64 arrays: ``(advantages, returns)``."""
+    steps, envs, width = v.shape
     factor = intra_gamma * lam
     last = lengths - 1  # 0-based index of each action's last token, (T, N)
-    outside = np.zeros((steps, envs))  # e_t
+    outside = np.empty((steps, envs))  # e_t, what enters an action from outside (below)
+    # Three work arrays from one allocation. ``returns`` first holds the values with 0 at pads
+    # (whatever the pads held, NaN included, is never read) and becomes the returns at the end;
+    # ``advantages`` holds the scaled TD errors, then the advantages; ``work`` is the reversed copy
+    # that is summed cumulatively. The caller's arrays are never written.
+    returns, advantages, work = (part.reshape(v.shape) for part in _workspace(3, v.size))
+    # V · mask is exactly 0 at pads unless a pad holds NaN or inf; then a row total below is not
+    # finite, and the computation starts over on values whose pads are set to 0.
+    np.multiply(v, mask, out=returns)
+    values = returns  # zero-padded V, until the advantages are added at the end
+    first_value = values[..., 0]  # V_t^1, (T, N) (a copy is not needed: read before the end)
 
-    if 0.0 < factor <= 1.0 and width * -np.log(factor) < 600.0:
-        # Scaled form: f^j A^j = Σ_{k≥j} f^k delta_k + f^n e_t. The first token's advantage
-        # (the only quantity that crosses step boundaries) needs row totals only; e_t is then
-        # added at each action's last token and one reversed cumulative sum gives every token.
-        # Work on the reversed token axis (index L−1−j) so the cumulative sum runs forwards.
-        v_rev = v[..., ::-1]
-        scaled = np.empty_like(v)
-        np.multiply(v_rev[..., :-1], intra_gamma, out=scaled[..., 1:])  # c·V^{j+1}
-        scaled[..., 1:] -= v_rev[..., 1:]  # − V^j
-        np.negative(v_rev[..., 0], out=scaled[..., 0])
-        scale = np.power(float(factor), np.arange(width, dtype=np.float64))
-        scaled *= scale[::-1]
-        row_total = scaled.sum(axis=-1)  # f^0 A^0 without e_t, (T, N)
-        last_weight = scale[last]  # f^n, (T, N)
+    if _scaled_form_is_safe(factor, width):
+        # With V zeroed at pads, delta_j = c·V^{j+1} − V^j is the TD error of an inner token, −V^n
+        # on the last token (its successor is a pad) and 0 on pads. Writing
+        # e_t = r_t + γ m_{t+1} (V_{t+1}^1 + λ A_{t+1}^1) for what enters from outside the action,
+        # every token's advantage is A_t^j = Σ_{k≥j} f^{k−j} delta_k + f^{n−j} e_t, f = cλ, i.e.
+        # f^j A^j = Σ_{k≥j} f^k delta_k + f^n e_t: one reversed cumulative sum of scaled TD errors
+        # (the code counts tokens from 0: the last one is ``last = n − 1``).
+        # c·V^{j+1} is a shift by one element of the flat array (whole contiguous 1-D slices);
+        # the last column, whose successor the shift took from the next row, is rewritten after.
+        flat = advantages.reshape(-1)
+        np.multiply(values.reshape(-1)[1:], intra_gamma, out=flat[:-1])  # c·V^{j+1}
+        flat[-1] = 0.0
+        np.subtract(advantages, values, out=advantages)  # − V^j
+        advantages[..., -1] = np.multiply(values[..., -1], -1.0)  # a plain copy into the column
+        scale = np.power(factor, np.arange(width, dtype=np.float64))  # f^j
+        if factor != 1.0:
+            np.multiply(advantages, scale, out=advantages)
+        row_total = advantages.sum(axis=-1)  # f^0 A^0 without e_t, (T, N)
+        if not np.isfinite(row_total).all():
+            return _restart_with_clean_pads(r, v, mask, d, nv, lengths, gamma=gamma, lam=lam,
+                                            intra_gamma=intra_gamma)
+        last_weight = np.power(factor, last.astype(np.float64))  # f^last, (T, N)
+        discount = gamma * (1.0 - d)  # γ m_{t+1}, (T, N)
         next_first_value = nv  # V_{t+1}^1
         next_first_advantage = np.zeros_like(nv)  # A_{t+1}^1 (0 beyond the rollout)
         for t in reversed(range(steps)):
-            keep = 1.0 - d[t]
-            outside[t] = r[t] + gamma * keep * (next_first_value + lam * next_first_advantage)
-            next_first_value = v[t, :, 0]
+            outside[t] = r[t] + discount[t] * (next_first_value + lam * next_first_advantage)
+            next_first_value = first_value[t]
             next_first_advantage = row_total[t] + last_weight[t] * outside[t]
-        at_last = (width - 1 - last)[..., None]  # the last token's index on the reversed axis
-        np.put_along_axis(
-            scaled, at_last,
-            np.take_along_axis(scaled, at_last, axis=-1) + (last_weight * outside)[..., None],
-            axis=-1,
-        )
-        _cumsum_last_inplace(scaled)  # pads stay 0: nothing is added after an action's end
-        advantages = np.divide(scaled[..., ::-1], scale)
+        # Add f^last e_t at each action's last token; then the reversed cumulative sum: a
+        # reversed copy, a forward cumulative sum, a copy back. Pads after the last token hold 0
+        # and come first in the reversed rows, so they stay 0.
+        at_last = np.arange(steps * envs) * width + last.reshape(-1)
+        flat[at_last] = flat[at_last] + (last_weight * outside).reshape(-1)
+        np.copyto(work, advantages[..., ::-1])
+        _cumsum_last_inplace(work)
+        np.copyto(advantages, work[..., ::-1])
+        if factor != 1.0:  # f^−j is finite here (f^L ≥ e^−600); multiplying is faster
+            np.multiply(advantages, np.power(factor, -np.arange(width, dtype=np.float64)),
+                        out=advantages)
     else:
-        # Tiny factors (f^L would underflow): exact products with the discount matrix.
-        delta = np.concatenate([intra_gamma * v[..., 1:], np.zeros((steps, envs, 1))], axis=-1)
-        delta -= v
-        last_one_hot = positions == last[..., None]
+        # Tiny factors (f^L would underflow) or f = 0: exact products with the discount matrix.
+        delta = np.concatenate([intra_gamma * values[..., 1:], np.zeros((steps, envs, 1))],
+                               axis=-1)
+        np.subtract(delta, values, out=delta)
+        if not np.isfinite(delta).all():
+            return _restart_with_clean_pads(r, v, mask, d, nv, lengths, gamma=gamma, lam=lam,
+                                            intra_gamma=intra_gamma)
+        last_one_hot = np.arange(width) == last[..., None]
         stacked = np.concatenate([delta.reshape(-1, width), last_one_hot.reshape(-1, width)])
         summed = stacked @ discount_matrix(width, factor).T
         inner = summed[: steps * envs].reshape(steps, envs, width)
@@ -248,9 +381,29 @@ def token_level_gae(
         for t in reversed(range(steps)):
             keep = 1.0 - d[t]
             outside[t] = r[t] + gamma * keep * (next_first_value + lam * next_first_advantage)
-            next_first_value = v[t, :, 0]
+            next_first_value = first_value[t]
             next_first_advantage = inner[t, :, 0] + to_last[t, :, 0] * outside[t]
-        advantages = inner + to_last * outside[..., None]
-    returns = v  # the zero-padded copy, reused
-    returns += advantages
-    return _like(advantages, values), _like(returns, values)
+        np.copyto(advantages, inner + to_last * outside[..., None])
+    np.add(returns, advantages, out=returns)  # R = A + V; 0 + 0 at pads
+    return advantages, returns
+
+
+def _restart_with_clean_pads(
+    r: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray,
+    d: np.ndarray,
+    nv: np.ndarray,
+    lengths: np.ndarray,
+    *,
+    gamma: float,
+    lam: float,
+    intra_gamma: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Non-finite row totals: a ValueError for NaN/inf at real tokens, else pads held NaN/inf."""
+    _check_finite("values", v[mask], "at real tokens")
+    if np.isfinite(v[~mask]).all():  # finite inputs overflowed: restarting would not help
+        raise ValueError("token_level_gae overflows float64 with these values and rewards; "
+                         "rescale them (e.g. normalise the rewards)")
+    return _token_gae_arrays(r, np.where(mask, v, 0.0), mask, d, nv, lengths, gamma=gamma,
+                             lam=lam, intra_gamma=intra_gamma)

@@ -14,22 +14,22 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-__all__ = ["FAMILIES", "PPOConfig", "family_of"]
+from agentbench_poad.registration import BENCHMARK_FAMILIES, UnknownEnvError, env_facts
 
-#: Environment families with presets, keyed by the prefix of their ids (``Overcooked-...``).
-FAMILIES: dict[str, str] = {
-    "overcooked": "Overcooked-",
-    "virtualhome": "VirtualHome-",
-    "datascicoding": "DataSciCoding-",
-}
+__all__ = ["PPOConfig", "family_of"]
 
 
 def family_of(env_id: str) -> str | None:
-    """The preset family of an environment id (``"overcooked"`` ...), or None for other ids."""
-    for family, prefix in FAMILIES.items():
-        if env_id.startswith(prefix):
-            return family
-    return None
+    """The preset family of an environment id (``"overcooked"`` ...), or None for other ids.
+
+    Read from the id's registered facts (:func:`agentbench_poad.env_facts`): presets exist for
+    the benchmark families only, so the case-study toys and other packages' ids give None.
+    """
+    try:
+        family = env_facts(env_id).family
+    except UnknownEnvError:
+        return None  # gym.make names the problem when the run starts
+    return family if family in BENCHMARK_FAMILIES else None
 
 
 @dataclass

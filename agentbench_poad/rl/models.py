@@ -6,8 +6,10 @@ algorithm:
 
 * :class:`LoraSettings` -- the paper's adapter settings (r 8, alpha 16, dropout 0, ``q_proj`` and
   ``v_proj``; REFERENCE_SPEC §4.2).
-* :func:`load_causal_lm` -- model and tokenizer by hub id or local directory, with ``dtype`` and
-  ``device`` options (``"auto"`` picks CUDA when available).
+* :func:`load_causal_lm` -- model and tokenizer by named model (``"smollm2-135m"``, fetched and
+  converted once into the model cache), ``.gguf`` file, local directory or hub id, with ``dtype``
+  and ``device`` options (``"auto"`` picks CUDA when available). Names and ``.gguf`` files are
+  resolved by :func:`agentbench_poad.rl.model_store.resolve_model`.
 * :func:`init_tiny_model` -- writes a small random-init Llama-style model with a byte-level
   tokenizer to a directory. The Hugging Face hub is unreachable here, so tests, examples and the
   ``agentbench-poad model init tiny --out DIR`` command use it in place of a real checkpoint.
@@ -108,15 +110,20 @@ def resolve_dtype(dtype: Any = "float32", device: Any = "cpu"):
     return getattr(torch, dtype)
 
 
-def load_causal_lm(name_or_path: str | Path, *, dtype: Any = "float32", device: Any = "cpu"):
-    """Load a causal LM and its tokenizer by hub id or local directory.
+def load_causal_lm(name_or_path: str | Path, *, dtype: Any = "float32", device: Any = "cpu",
+                   progress: bool = True):
+    """Load a causal LM and its tokenizer by name, ``.gguf`` file, local directory or hub id.
 
     Args:
-        name_or_path: A Hugging Face hub id (``"meta-llama/Llama-2-7b-hf"``) or a local
-            directory written by ``save_pretrained`` (or by :func:`init_tiny_model`).
+        name_or_path: A named model (``"smollm2-135m"``; ``agentbench-poad model list``),
+            fetched and converted into the model cache on first use; a ``.gguf`` file,
+            converted once into the cache (keyed by its sha256); a local directory written by
+            ``save_pretrained`` (or by :func:`init_tiny_model`); or a Hugging Face hub id
+            (``"meta-llama/Llama-2-7b-hf"``). An existing path wins over a name.
         dtype: ``"float32"``, ``"float16"``, ``"bfloat16"`` or ``"auto"`` (see
             :func:`resolve_dtype`).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ... or ``"auto"``.
+        progress: Show progress bars when a named model is fetched or a GGUF converted.
 
     Returns:
         ``(model, tokenizer)``; the model is in eval mode on ``device``. A tokenizer without a
@@ -124,15 +131,17 @@ def load_causal_lm(name_or_path: str | Path, *, dtype: Any = "float32", device: 
         not change any result.
 
     Raises:
-        ModelNotAvailable: the model is neither a local directory nor reachable on the hub.
+        ModelNotAvailable: the model is neither a named model, a local path nor reachable on
+            the hub; or a named model is not cached and cannot be fetched (the message names
+            ``agentbench-poad model fetch NAME``). Its subclass ``ModelFetchError`` reports a
+            failed fetch or conversion.
     """
+    from agentbench_poad.rl.model_store import resolve_model
+
     transformers = require("transformers", "train")
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
-    source = str(name_or_path)
-    local = Path(source).expanduser()
-    if local.exists():
-        source = str(local)
+    source = resolve_model(name_or_path, progress=progress)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(source)
         kwargs: dict[str, Any] = {"dtype": torch_dtype}
@@ -144,9 +153,11 @@ def load_causal_lm(name_or_path: str | Path, *, dtype: Any = "float32", device: 
         raise ModelNotAvailable(
             f"could not load the causal LM {source!r} ({exc.__class__.__name__}: "
             f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}). Pass a local model "
-            "directory, make the Hugging Face hub reachable, or build a small random model "
-            "for testing with `agentbench-poad model init tiny --out DIR` and pass DIR. "
-            "(Offline, set HF_HUB_OFFLINE=1 to skip the hub's connection retries.)"
+            "directory, a .gguf file or a named model (`agentbench-poad model list`), make the "
+            "Hugging Face hub reachable, or build a small random model for testing with "
+            "`agentbench-poad model init tiny --out DIR` and pass DIR. (Offline, set "
+            "HF_HUB_OFFLINE=1 to skip the hub's connection retries.)"
+            + _name_hint(source)
         ) from exc
     if tokenizer.pad_token_id is None:
         fallback = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
@@ -159,6 +170,18 @@ def load_causal_lm(name_or_path: str | Path, *, dtype: Any = "float32", device: 
     model.to(device)
     model.eval()
     return model, tokenizer
+
+
+def _name_hint(source: str) -> str:
+    """" Did you mean ...?" for a hub-id-less string close to a named model's name."""
+    if "/" in source:
+        return ""
+    import difflib
+
+    from agentbench_poad.rl.named_models import NAMED_MODELS
+
+    close = difflib.get_close_matches(source, list(NAMED_MODELS), n=3, cutoff=0.6)
+    return f" Did you mean the named model {' or '.join(map(repr, close))}?" if close else ""
 
 
 def _byte_level_tokenizer():

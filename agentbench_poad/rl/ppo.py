@@ -131,24 +131,30 @@ class PPOBatch:
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | torch.Tensor | None = None
                 ) -> torch.Tensor:
-    """Mean of ``x`` over ``mask``; ``count`` overrides the denominator (for exact accumulation)."""
-    mask = mask.to(x.dtype)
-    denominator = mask.sum() if count is None else count
-    return (x * mask).sum() / torch.clamp(torch.as_tensor(denominator, dtype=x.dtype), min=1.0)
+    """Mean of ``x`` over ``mask``; ``count`` overrides the denominator (for exact accumulation).
+
+    Entries outside the mask are never read (even NaN or inf there leaves the mean finite).
+    """
+    mask = mask.to(torch.bool)
+    denominator = mask.sum().to(x.dtype) if count is None else count
+    total = torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device)).sum()
+    return total / torch.clamp(torch.as_tensor(denominator, dtype=x.dtype), min=1.0)
 
 
 def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor, *, eps: float = 1e-8
                          ) -> torch.Tensor:
-    """``(A − μ) / (σ + eps)`` over the real entries (population std); pads stay 0.
+    """``(A − μ) / (σ + eps)`` over the real entries (population std); pads are set to 0.
 
-    The reference selected "nonzero entries" as real, which also dropped true zero advantages
+    Pads are never read, so NaN or inf there does not leak into μ and σ. The reference selected "nonzero entries" as real, which also dropped true zero advantages
     (REFERENCE_SPEC §5.1.4); the token mask is the right selector.
     """
-    m = mask.to(advantages.dtype)
-    count = torch.clamp(m.sum(), min=1.0)
-    mean = (advantages * m).sum() / count
-    var = (((advantages - mean) * m) ** 2).sum() / count
-    return torch.where(mask, (advantages - mean) / (var.sqrt() + eps), torch.zeros_like(advantages))
+    mask = mask.to(torch.bool)
+    zero = torch.zeros((), dtype=advantages.dtype, device=advantages.device)
+    real = torch.where(mask, advantages, zero)  # pads never read (NaN there stays out)
+    count = torch.clamp(mask.sum().to(advantages.dtype), min=1.0)
+    mean = real.sum() / count
+    var = (torch.where(mask, real - mean, zero) ** 2).sum() / count
+    return torch.where(mask, (real - mean) / (var.sqrt() + eps), zero)
 
 
 def clipped_surrogate_loss(

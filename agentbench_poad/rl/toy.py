@@ -5,7 +5,7 @@ order -- open the microwave, put the pancake in, close it -- and the two key cho
 word only: "open the microwave" versus "close the microwave". A token-level learner must credit
 that one word; the rest of the action ("the microwave") is shared.
 
-Registered ids (importing this module registers them; the trainer imports it):
+Registered ids (``import agentbench_poad`` registers them, family ``"casestudy"``):
 
 * ``CaseStudy-Microwave-v0`` -- the case study: start at stage 0, 5 steps.
 * ``CaseStudy-MicrowaveClose-v0`` -- a one-step bandit on stage 2 (pancake inside, door open):
@@ -16,18 +16,18 @@ Registered ids (importing this module registers them; the trainer imports it):
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-import gymnasium as gym
-
 from agentbench_poad.core import TextEnv, invalid_action_note, text_space
+from agentbench_poad.registration import SUCCESS_OPEN, EnvFamily, TaskRow, register_family
 
 __all__ = [
     "ACTIONS_BY_STAGE",
     "MicrowaveCaseStudyEnv",
     "OpenTextToyEnv",
     "microwave_transition",
-    "register_toy_envs",
+    "register_envs",
 ]
 
 OPEN = "open the microwave"
@@ -188,18 +188,32 @@ class OpenTextToyEnv(TextEnv):
         return "Done.", float(success), True, False, info
 
 
-def register_toy_envs() -> None:
-    """Register the toy ids with gymnasium (idempotent)."""
-    specs = {
-        "CaseStudy-Microwave-v0": {},
-        "CaseStudy-MicrowaveClose-v0": {"start_stage": 2, "max_steps": 1},
-    }
-    for env_id, kwargs in specs.items():
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=f"{__name__}:MicrowaveCaseStudyEnv",
-                         kwargs=kwargs)
-    if "CaseStudy-OpenText-v0" not in gym.registry:
-        gym.register(id="CaseStudy-OpenText-v0", entry_point=f"{__name__}:OpenTextToyEnv")
+#: The case-study family (not a benchmark family: ``agentbench-poad envs`` leaves it out).
+FAMILY = EnvFamily(
+    name="casestudy",
+    id_prefix="CaseStudy",
+    entry_point=f"{__name__}:MicrowaveCaseStudyEnv",
+    version=0,
+    actions="restricted",
+    metric="return",
+)
+#: The open-action toy: the same family's facts, another entry point.
+OPEN_TEXT_FAMILY = dataclasses.replace(
+    FAMILY, entry_point=f"{__name__}:OpenTextToyEnv", actions="open", metric="final_auc",
+    success_rule=SUCCESS_OPEN,
+)
+
+ROWS: tuple[TaskRow, ...] = (
+    TaskRow("Microwave", {}, "the case study: open the microwave, put the pancake in, close it",
+            paper_name="case study (Figure 1)"),
+    TaskRow("MicrowaveClose", {"start_stage": 2, "max_steps": 1},
+            "one-step bandit on the case study's last stage: close (+1) or open (-1)"),
+)
+OPEN_TEXT_ROWS: tuple[TaskRow, ...] = (
+    TaskRow("OpenText", {}, "say what to do with the microwave in free text (+1 for 'open')"),
+)
 
 
-register_toy_envs()
+def register_envs() -> tuple[str, ...]:
+    """Register the toy ids with gymnasium (idempotent; ``import agentbench_poad`` does it)."""
+    return register_family(FAMILY, ROWS) + register_family(OPEN_TEXT_FAMILY, OPEN_TEXT_ROWS)

@@ -6,19 +6,18 @@ last observations, let the algorithm assign credit and run its PPO epochs, log, 
 now and then, checkpoint. The algorithm object does everything algorithm-specific; the trainer
 never asks which one it runs.
 
-Run directory::
+The trainer receives the algorithm *class* (``POAD``, ``NTPO``, ``TWOSOME`` or your own
+:class:`~agentbench_poad.rl.ppo.PPOAgent` subclass); looking an algorithm up by name is the CLI's
+job (``agentbench_poad.baselines.get_algorithm``), so ``rl/`` never imports the agents.
 
-    config.json          agent, env, model, seed, preset, total_steps and the full algorithm config
-    metrics.jsonl        one JSON object per update (see METRIC_KEYS)
-    learning_curve.json  [{"env_steps", "eval_return", "eval_success_rate"}, ...] (greedy evals)
-    best_code.json       open-action envs: the best-reward action seen in training, with its reward
-    tb/                  TensorBoard event files (the same scalars, by env step)
-    checkpoints/latest   name of the newest checkpoint directory
-    checkpoints/update_NNNNNN/
-        adapter/         the LoRA adapter (peft format)
-        agent.pt         critic weights and both optimiser states
-        rng.pt           generator states (action sampling, minibatch shuffles)
-        state.json       update, env steps, each env's episode (seed index + actions so far), curve
+What the run directory holds (config, metrics, learning curve, checkpoints) and its resume
+bookkeeping live in :mod:`agentbench_poad.rl.run_dir`.
+
+Learning-curve points are played by the core evaluation runner
+(:func:`agentbench_poad.evaluation.evaluate_cell`) with the run's seed as evaluation seed: the
+greedy policy on ``eval_episodes`` episodes, episode ``i`` reset with ``seed * 100000 + i``. A
+board record of the same checkpoint (``leaderboard add --run``, same seed and episodes) therefore
+shows the same numbers.
 
 Resuming (``resume=True``) restores everything from the newest checkpoint, drops metric lines
 logged after it (a killed run may have written some), purges TensorBoard events after it, and
@@ -32,12 +31,10 @@ action sampling, minibatch shuffles, the critic's and the adapter's initial weig
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
 import os
-import shutil
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,11 +42,15 @@ from typing import Any
 
 import numpy as np
 
+import agentbench_poad.rl.toy  # noqa: F401  (registers the case-study ids)
+from agentbench_poad.evaluation import CellResult, EvaluationRequest, evaluate_cell
 from agentbench_poad.rl.config import PPOConfig, family_of
+from agentbench_poad.rl.run_dir import RunDirectory, latest_checkpoint, load_run_config
 
 __all__ = [
     "METRIC_KEYS",
     "build_policy",
+    "curve_point",
     "evaluate_agent",
     "latest_checkpoint",
     "load_agent",
@@ -57,7 +58,8 @@ __all__ = [
     "train",
 ]
 
-#: Keys of every metrics.jsonl line (``eval_*`` only on evaluation updates).
+#: Keys of every metrics.jsonl line (plus ``eval_return``, ``eval_score`` and
+#: ``eval_success_rate`` on evaluation updates).
 METRIC_KEYS = (
     "update", "env_steps", "episode_return_mean", "episodes", "success_rate", "reward_mean",
     "policy_loss", "value_loss", "approx_kl", "entropy", "skipped_kl", "policy_steps",
@@ -72,18 +74,13 @@ def _derived_seed(*entropy: int) -> int:
     return int(np.random.SeedSequence([int(e) for e in entropy]).generate_state(1)[0] >> 1)
 
 
-# Stream ids of _derived_seed(seed, STREAM, ...).
-_ACTIONS, _SHUFFLE, _CRITIC, _ADAPTER, _RESETS, _EVAL = range(6)
+# Stream ids of _derived_seed(seed, STREAM, ...) (evaluation seeds follow the runner's rule).
+_ACTIONS, _SHUFFLE, _CRITIC, _ADAPTER, _RESETS = range(5)
 
 
 def episode_seed(seed: int, env_index: int, episode: int) -> int:
     """Reset seed of episode ``episode`` of training env ``env_index``."""
     return _derived_seed(seed, _RESETS, env_index, episode)
-
-
-def eval_seed(seed: int, episode: int) -> int:
-    """Reset seed of greedy evaluation episode ``episode`` (the same at every evaluation)."""
-    return _derived_seed(seed, _EVAL, episode)
 
 
 # -- building blocks -----------------------------------------------------------------------------
@@ -118,9 +115,7 @@ def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) 
 def _make_env(env_id: str, env_kwargs: dict[str, Any]) -> Any:
     import gymnasium as gym
 
-    import agentbench_poad.rl.toy  # noqa: F401  (registers the case-study ids)
-
-    return gym.make(env_id, **env_kwargs)
+    return gym.make(env_id, **env_kwargs)  # `import agentbench_poad` registered every id
 
 
 def evaluate_agent(
@@ -130,85 +125,33 @@ def evaluate_agent(
     episodes: int,
     seed: int = 0,
     env_kwargs: dict[str, Any] | None = None,
-    max_steps: int = 10_000,
-) -> dict[str, Any]:
-    """Run ``episodes`` episodes of a protocol agent, all envs in lockstep (batched acting).
+) -> CellResult:
+    """One learning-curve evaluation: ``episodes`` episodes of ``agent`` under seed ``seed``.
+
+    This is :func:`agentbench_poad.evaluation.evaluate_cell` without a deadline (the agent runs
+    in-process); episode ``i`` resets with ``seed * 100000 + i``, an agent with ``act_batch``
+    plays all episodes in one batch.
 
     Args:
-        agent: anything with ``act(observation, available_actions)`` (``act_batch`` is used when
-            present).
+        agent: anything with ``act(observation, available_actions)``.
         env_id: a registered environment id.
-        episodes: number of episodes (episode ``k`` resets with :func:`eval_seed`).
-        seed: the run's seed.
+        episodes: number of episodes.
+        seed: the evaluation seed (the trainer passes the run's seed).
         env_kwargs: extra ``gym.make`` arguments.
-        max_steps: safety cap on steps per episode for envs without a time limit.
 
     Returns:
-        ``{"returns", "lengths", "successes", "mean_return", "success_rate"}``; success comes
-        from ``info["success"]`` of the last step when the env reports it, else None.
+        The runner's :class:`~agentbench_poad.evaluation.CellResult` (``mean_return``,
+        ``score``, ``success_rate``, ``episodes``).
     """
-    from agentbench_poad.agents import act_batch, reset_agent
-
-    if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
-    envs = [_make_env(env_id, env_kwargs or {}) for _ in range(episodes)]
-    try:
-        reset_agent(agent, seed=seed)
-        observations, infos = zip(*(env.reset(seed=eval_seed(seed, k)) for k, env in enumerate(envs)))
-        observations, infos = list(observations), list(infos)
-        returns = [0.0] * episodes
-        lengths = [0] * episodes
-        successes: list[bool | None] = [None] * episodes
-        running = list(range(episodes))
-        while running:
-            actions = act_batch(agent, [observations[k] for k in running],
-                                [infos[k].get("available_actions") for k in running])
-            still = []
-            for k, action in zip(running, actions):
-                obs, reward, terminated, truncated, info = envs[k].step(action)
-                returns[k] += float(reward)
-                lengths[k] += 1
-                observations[k], infos[k] = obs, info
-                if terminated or truncated or lengths[k] >= max_steps:
-                    successes[k] = info.get("success")
-                else:
-                    still.append(k)
-            running = still
-    finally:
-        for env in envs:
-            env.close()
-    known = [bool(s) for s in successes if s is not None]
-    return {
-        "returns": returns,
-        "lengths": lengths,
-        "successes": successes,
-        "mean_return": float(np.mean(returns)),
-        "success_rate": float(np.mean(known)) if len(known) == episodes else None,
-    }
+    return evaluate_cell(EvaluationRequest(agent=agent, env_id=env_id, seed=seed,
+                                           episodes=episodes, env_kwargs=env_kwargs or {},
+                                           action_timeout=None))
 
 
-# -- run directory -------------------------------------------------------------------------------
-def load_run_config(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """The run's ``config.json``."""
-    path = Path(run_dir) / "config.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist; is {run_dir} a run directory of `train`?")
-    return json.loads(path.read_text())
-
-
-def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """The newest complete checkpoint directory of a run, or None."""
-    pointer = Path(run_dir) / "checkpoints" / "latest"
-    if not pointer.is_file():
-        return None
-    path = pointer.parent / pointer.read_text().strip()
-    return path if path.is_dir() else None
-
-
-def _write_json(path: Path, value: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+def curve_point(env_steps: int, result: CellResult) -> dict[str, Any]:
+    """A ``learning_curve.json`` point of an evaluation."""
+    return {"env_steps": env_steps, "eval_return": result.mean_return,
+            "eval_score": result.score, "eval_success_rate": result.success_rate}
 
 
 @dataclass
@@ -253,35 +196,42 @@ def _finite_or_none(value: float | None) -> float | None:
     return float(value)
 
 
-class _TensorBoard:
-    """SummaryWriter when tensorboard is installed, else nothing (with one warning)."""
+@dataclass
+class _Progress:
+    """What a checkpoint restores besides weights and generators."""
 
-    def __init__(self, log_dir: Path, purge_step: int | None) -> None:
-        self.writer = None
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:  # pragma: no cover - tensorboard is in the train extra
-            warnings.warn("tensorboard is not installed (pip install 'agentbench-poad[train]'); "
-                          "tb/ stays empty", stacklevel=3)
-            return
-        self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
-
-    def log(self, metrics: dict[str, Any], step: int) -> None:
-        if self.writer is None:
-            return
-        for key, value in metrics.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "update":
-                self.writer.add_scalar(key, value, global_step=step)
-        self.writer.flush()
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+    update: int = 0
+    env_steps: int = 0
+    learning_curve: list[dict[str, Any]] = field(default_factory=list)
+    best_code: dict[str, Any] | None = None
 
 
-# -- training ------------------------------------------------------------------------------------
+def _algorithm_config(algorithm: type, env_id: str, preset: str | None,
+                      overrides: dict[str, Any]) -> tuple[PPOConfig, str | None]:
+    """The algorithm's config (preset + overrides) and the preset family it used."""
+    config_class = algorithm.config_class
+    family = family_of(env_id) if preset == "auto" else preset
+    if family is not None and family not in config_class.PRESETS and preset == "auto":
+        if family in config_class.UNSUPPORTED:
+            raise ValueError(config_class.UNSUPPORTED[family])
+        family = None
+    return config_class.preset(family, **overrides), family
+
+
+def _check_algorithm(algorithm: Any) -> None:
+    if isinstance(algorithm, str):
+        raise TypeError(
+            f"train() takes the algorithm class, not its name {algorithm!r}: pass "
+            f"agentbench_poad.baselines.get_algorithm({algorithm!r}) (the CLI looks names up)"
+        )
+    if not (isinstance(algorithm, type) and hasattr(algorithm, "config_class")
+            and hasattr(algorithm, "name")):
+        raise TypeError(f"{algorithm!r} is not an algorithm class (a PPOAgent subclass such as "
+                        "agentbench_poad.baselines.poad.POAD)")
+
+
 def train(
-    agent: str,
+    algorithm: type,
     env_id: str,
     model: str | os.PathLike,
     *,
@@ -295,10 +245,11 @@ def train(
     progress: bool = True,
     max_updates: int | None = None,
 ) -> Path:
-    """Train ``agent`` on ``env_id`` for ``total_steps`` environment steps; returns the run dir.
+    """Train ``algorithm`` on ``env_id`` for ``total_steps`` environment steps; returns the run dir.
 
     Args:
-        agent: a name in :data:`agentbench_poad.baselines.ALGORITHMS` ("poad", "ntpo", "twosome").
+        algorithm: the algorithm class (a :class:`~agentbench_poad.rl.ppo.PPOAgent` subclass with
+            ``name`` and ``config_class``), e.g. ``agentbench_poad.baselines.get_algorithm("poad")``.
         env_id: a registered environment id.
         model: hub id or local directory of a causal LM (``agentbench-poad model init tiny``
             writes a small one).
@@ -318,181 +269,81 @@ def train(
         The run directory.
     """
     import torch
+    from tqdm.auto import tqdm
 
-    from agentbench_poad.baselines import get_algorithm
-    from agentbench_poad.rl.buffer import RolloutBuffer
     from agentbench_poad.version import __version__
 
+    _check_algorithm(algorithm)
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    run_dir = Path(out)
-    algorithm_class = get_algorithm(agent)
-    config_class = algorithm_class.config_class
-    overrides = dict(overrides or {})
     env_kwargs = dict(env_kwargs or {})
-    family = family_of(env_id) if preset == "auto" else preset
-    if family is not None and family not in config_class.PRESETS and preset == "auto":
-        if family in config_class.UNSUPPORTED:
-            raise ValueError(config_class.UNSUPPORTED[family])
-        family = None
-    config = config_class.preset(family, **overrides)
+    config, family = _algorithm_config(algorithm, env_id, preset, dict(overrides or {}))
     spec = {
-        "agent": algorithm_class.name,
-        "env_id": env_id,
-        "env_kwargs": env_kwargs,
-        "model": str(model),
-        "seed": int(seed),
-        "preset": family,
-        "total_steps": int(total_steps),
-        "algorithm": config.to_dict(),
-        "package_version": __version__,
+        "agent": algorithm.name, "env_id": env_id, "env_kwargs": env_kwargs, "model": str(model),
+        "seed": int(seed), "preset": family, "total_steps": int(total_steps),
+        "algorithm": config.to_dict(), "package_version": __version__,
     }
-
     num_updates = total_steps // config.batch_size
     if num_updates < 1:
         raise ValueError(
             f"total_steps={total_steps} is less than one update of num_envs*rollout_length="
             f"{config.batch_size} steps; raise total_steps or lower num_envs/rollout_length"
         )
-
-    checkpoint = None
-    if resume and (run_dir / "config.json").exists():
-        previous = load_run_config(run_dir)
-        for key in ("agent", "env_id", "env_kwargs", "model", "seed", "algorithm"):
-            if _identity(previous.get(key)) != _identity(spec[key]):
-                raise ValueError(
-                    f"cannot resume {run_dir}: its {key} is {previous.get(key)!r}, this call "
-                    f"asks for {spec[key]!r}; pass the same arguments or a new --out"
-                )
-        checkpoint = latest_checkpoint(run_dir)
-    elif (run_dir / "metrics.jsonl").exists():
-        raise FileExistsError(
-            f"{run_dir} already holds a run; pass resume=True (--resume) to continue it or "
-            "choose another output directory"
-        )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "checkpoints").mkdir(exist_ok=True)
-    _write_json(run_dir / "config.json", spec)
+    run = RunDirectory(out)
+    checkpoint = run.open(spec, resume=resume)
 
     policy = build_policy(config, model, seed=seed)
-    algorithm = algorithm_class(config, policy, seed=_derived_seed(seed, _CRITIC))
-    action_generator = torch.Generator().manual_seed(_derived_seed(seed, _ACTIONS))
-    shuffle_generator = torch.Generator().manual_seed(_derived_seed(seed, _SHUFFLE))
-    from agentbench_poad.rl.env_executors import make_envs, step_envs
+    agent = algorithm(config, policy, seed=_derived_seed(seed, _CRITIC))
+    generators = {"actions": torch.Generator().manual_seed(_derived_seed(seed, _ACTIONS)),
+                  "shuffle": torch.Generator().manual_seed(_derived_seed(seed, _SHUFFLE))}
+    from agentbench_poad.rl.env_executors import make_envs
 
     envs = make_envs(env_id, env_kwargs, config.num_envs, config.env_executor)
     slots = [_EnvSlot(env, i) for i, env in enumerate(envs)]
-
-    start_update, env_steps = 0, 0
-    learning_curve: list[dict[str, Any]] = []
-    best_code: dict[str, Any] | None = None
-    if checkpoint is not None:
-        state = json.loads((checkpoint / "state.json").read_text())
-        policy.load_adapter(checkpoint / "adapter")
-        algorithm.load_state_dict(torch.load(checkpoint / "agent.pt", map_location=policy.device,
-                                             weights_only=True))
-        generators = torch.load(checkpoint / "rng.pt", weights_only=True)
-        action_generator.set_state(generators["actions"])
-        shuffle_generator.set_state(generators["shuffle"])
-        start_update, env_steps = state["update"], state["env_steps"]
-        learning_curve = state["learning_curve"]
-        best_code = state["best_code"]
-        for slot, saved in zip(slots, state["envs"]):
-            slot.episode = saved["episode"]
-            slot.replay(seed, saved["actions"])
-    else:
-        for slot in slots:
-            slot.start(seed)
-        (run_dir / "best_code.json").unlink(missing_ok=True)  # from a run killed before a checkpoint
-    _truncate_metrics(run_dir / "metrics.jsonl", start_update)
-    _write_json(run_dir / "learning_curve.json", learning_curve)
+    state = _restore(run, checkpoint, policy, agent, generators, slots, seed)
+    run.truncate_metrics(state.update)
+    run.write_learning_curve(state.learning_curve)
 
     try:
-        algorithm.check_environment(env_id, slots[0].info.get("available_actions") is None)
+        agent.check_environment(env_id, slots[0].info.get("available_actions") is None)
     except ValueError:
         for slot in slots:
             slot.env.close()
         raise
     # On resume, drop events logged after the checkpoint (all of them when there was none).
-    tensorboard = _TensorBoard(run_dir / "tb", purge_step=env_steps + 1 if resume else None)
+    tensorboard = run.tensorboard(purge_step=state.env_steps + 1 if resume else None)
     last_update = num_updates if max_updates is None else min(num_updates,
-                                                               start_update + max_updates)
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=num_updates, initial=start_update, disable=not progress, unit="update",
-               desc=f"{algorithm_class.name} {env_id}")
+                                                               state.update + max_updates)
+    bar = tqdm(total=num_updates, initial=state.update, disable=not progress, unit="update",
+               desc=f"{algorithm.name} {env_id}")
     try:
-        for update in range(start_update + 1, last_update + 1):
+        for update in range(state.update + 1, last_update + 1):
             started = time.perf_counter()
-            buffer = RolloutBuffer(num_envs=config.num_envs)
-            finished_returns: list[float] = []
-            finished_success: list[bool] = []
-            for _ in range(config.rollout_length):
-                records = algorithm.collect([s.observation for s in slots],
-                                            [s.info.get("available_actions") for s in slots],
-                                            action_generator)
-                results = step_envs([s.env for s in slots], [r.sample.text for r in records])
-                for slot, record, result in zip(slots, records, results):
-                    action = record.sample.text
-                    obs, reward, terminated, truncated, info = result
-                    env_steps += 1
-                    slot.actions.append(action)
-                    slot.episode_return += float(reward)
-                    record.reward, record.done = float(reward), bool(terminated or truncated)
-                    if record.available_actions is None and (
-                        best_code is None or reward > best_code["reward"]
-                    ):
-                        best_code = {"reward": float(reward), "code": action,
-                                     "env_steps": env_steps, "env_id": env_id}
-                    if record.done:
-                        finished_returns.append(slot.episode_return)
-                        if "success" in info:
-                            finished_success.append(bool(info["success"]))
-                        slot.episode += 1
-                        slot.start(seed)
-                    else:
-                        slot.observation, slot.info = obs, info
-                buffer.add(records)
+            buffer, finished = _rollout(agent, slots, config, generators["actions"], state,
+                                        seed, env_id)
             # Time-outs are treated as terminal, like the reference (no bootstrap past them).
-            buffer.next_values = algorithm.bootstrap_values([s.observation for s in slots])
-            algorithm.compute_advantages(buffer)
-            losses = algorithm.update(buffer, shuffle_generator)
-
-            elapsed = time.perf_counter() - started
-            metrics: dict[str, Any] = {
-                "update": update,
-                "env_steps": env_steps,
-                "episode_return_mean": (float(np.mean(finished_returns)) if finished_returns
-                                        else None),
-                "episodes": len(finished_returns),
-                "success_rate": (float(np.mean(finished_success)) if finished_success else None),
-                "reward_mean": float(buffer.rewards().mean()),
-                **{k: _finite_or_none(v) for k, v in losses.items()},
-                "steps_per_second": config.batch_size / max(elapsed, 1e-9),
-            }
+            buffer.next_values = agent.bootstrap_values([s.observation for s in slots])
+            agent.compute_advantages(buffer)
+            losses = agent.update(buffer, generators["shuffle"])
+            state.update = update
+            metrics = _update_metrics(state, finished, buffer, losses,
+                                      config.batch_size / max(time.perf_counter() - started, 1e-9))
             if config.eval_every and (update % config.eval_every == 0 or update == num_updates):
-                result = evaluate_agent(policy.as_agent(greedy=True), env_id,
-                                        episodes=max(config.eval_episodes, 1), seed=seed,
-                                        env_kwargs=env_kwargs)
-                metrics["eval_return"] = result["mean_return"]
-                metrics["eval_success_rate"] = result["success_rate"]
-                learning_curve.append({"env_steps": env_steps,
-                                       "eval_return": result["mean_return"],
-                                       "eval_success_rate": result["success_rate"]})
-                _write_json(run_dir / "learning_curve.json", learning_curve)
-            with open(run_dir / "metrics.jsonl", "a") as handle:
-                handle.write(json.dumps(metrics, sort_keys=True) + "\n")
-            tensorboard.log(metrics, env_steps)
-            if best_code is not None:
-                _write_json(run_dir / "best_code.json", best_code)
+                point = curve_point(state.env_steps, evaluate_agent(
+                    policy.as_agent(greedy=True), env_id, episodes=max(config.eval_episodes, 1),
+                    seed=seed, env_kwargs=env_kwargs))
+                metrics.update({k: v for k, v in point.items() if k != "env_steps"})
+                state.learning_curve.append(point)
+                run.write_learning_curve(state.learning_curve)
+            run.append_metrics(metrics)
+            tensorboard.log(metrics, state.env_steps)
+            if state.best_code is not None:
+                run.write_best_code(state.best_code)
             if update % config.checkpoint_every == 0 or update == last_update:
-                _save_checkpoint(run_dir, update, policy, algorithm,
-                                 {"actions": action_generator.get_state(),
-                                  "shuffle": shuffle_generator.get_state()},
-                                 {"update": update, "env_steps": env_steps,
-                                  "envs": [s.state() for s in slots],
-                                  "learning_curve": learning_curve, "best_code": best_code},
-                                 keep=config.keep_checkpoints)
+                run.save_checkpoint(
+                    update, policy, agent, {k: g.get_state() for k, g in generators.items()},
+                    {**dataclasses.asdict(state), "envs": [s.state() for s in slots]},
+                    keep=config.keep_checkpoints)
             bar.update(1)
             bar.set_postfix(ret=metrics["episode_return_mean"], kl=metrics.get("approx_kl"))
     finally:
@@ -500,63 +351,88 @@ def train(
         tensorboard.close()
         for slot in slots:
             slot.env.close()
-    return run_dir
+    return run.path
 
 
-def _identity(value: Any) -> Any:
-    """What must match to resume a run: everything but where it runs (``device``, envs)."""
-    if isinstance(value, dict) and "device" in value:
-        return {k: v for k, v in value.items() if k not in ("device", "env_executor")}
-    return value
+def _restore(run: RunDirectory, checkpoint: Path | None, policy: Any, agent: Any,
+             generators: dict[str, Any], slots: list[_EnvSlot], seed: int) -> _Progress:
+    """Load a checkpoint (weights, generators, unfinished episodes) or start every env afresh."""
+    if checkpoint is None:
+        for slot in slots:
+            slot.start(seed)
+        return _Progress()
+    saved_generators, saved = run.load_checkpoint(checkpoint, policy, agent)
+    for key, generator in generators.items():
+        generator.set_state(saved_generators[key])
+    for slot, saved_env in zip(slots, saved["envs"]):
+        slot.episode = saved_env["episode"]
+        slot.replay(seed, saved_env["actions"])
+    return _Progress(saved["update"], saved["env_steps"], saved["learning_curve"],
+                     saved["best_code"])
 
 
-def _truncate_metrics(path: Path, updates: int) -> None:
-    """Keep the metric lines of updates ``<= updates`` (a killed run may have logged more)."""
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text().splitlines():
-        try:
-            if json.loads(line)["update"] <= updates:
-                kept.append(line)
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue  # a line cut short by the kill
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)
+def _update_metrics(state: _Progress, finished: list[tuple[float, bool | None]], buffer: Any,
+                    losses: dict[str, float], steps_per_second: float) -> dict[str, Any]:
+    """The metrics.jsonl line of an update (before any evaluation)."""
+    returns = [r for r, _ in finished]
+    successes = [s for _, s in finished if s is not None]
+    return {
+        "update": state.update,
+        "env_steps": state.env_steps,
+        "episode_return_mean": float(np.mean(returns)) if returns else None,
+        "episodes": len(returns),
+        "success_rate": float(np.mean(successes)) if successes else None,
+        "reward_mean": float(buffer.rewards().mean()),
+        **{k: _finite_or_none(v) for k, v in losses.items()},
+        "steps_per_second": steps_per_second,
+    }
 
 
-def _save_checkpoint(run_dir: Path, update: int, policy: Any, algorithm: Any,
-                     generators: dict[str, Any], state: dict[str, Any], *, keep: int) -> Path:
-    """Write a checkpoint atomically (temp dir, rename, then move the ``latest`` pointer)."""
-    import torch
+def _rollout(agent: Any, slots: list[_EnvSlot], config: PPOConfig, generator: Any,
+             state: _Progress, seed: int, env_id: str) -> tuple[Any, list[tuple[float, bool | None]]]:
+    """Collect ``rollout_length`` steps in every env (auto-reset); count env steps, best code.
 
-    root = run_dir / "checkpoints"
-    name = f"update_{update:06d}"
-    final = root / name
-    tmp = root / f".{name}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    policy.save_adapter(tmp / "adapter")
-    torch.save(algorithm.state_dict(), tmp / "agent.pt")
-    torch.save(generators, tmp / "rng.pt")
-    _write_json(tmp / "state.json", state)
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    pointer = root / "latest"
-    pointer_tmp = root / "latest.tmp"
-    pointer_tmp.write_text(name + "\n")
-    os.replace(pointer_tmp, pointer)
-    for old in sorted(root.glob("update_*"))[:-keep]:
-        shutil.rmtree(old)
-    return final
+    Returns the rollout buffer and ``(return, info["success"] or None)`` of each finished episode.
+    """
+    from agentbench_poad.rl.buffer import RolloutBuffer
+    from agentbench_poad.rl.env_executors import step_envs
+
+    buffer = RolloutBuffer(num_envs=config.num_envs)
+    finished: list[tuple[float, bool | None]] = []
+    for _ in range(config.rollout_length):
+        records = agent.collect([s.observation for s in slots],
+                                [s.info.get("available_actions") for s in slots], generator)
+        results = step_envs([s.env for s in slots], [r.sample.text for r in records])
+        for slot, record, result in zip(slots, records, results):
+            action = record.sample.text
+            obs, reward, terminated, truncated, info = result
+            state.env_steps += 1
+            slot.actions.append(action)
+            slot.episode_return += float(reward)
+            record.reward, record.done = float(reward), bool(terminated or truncated)
+            if record.available_actions is None and (
+                state.best_code is None or reward > state.best_code["reward"]
+            ):
+                state.best_code = {"reward": float(reward), "code": action,
+                                   "env_steps": state.env_steps, "env_id": env_id}
+            if record.done:
+                finished.append((slot.episode_return,
+                                 bool(info["success"]) if "success" in info else None))
+                slot.episode += 1
+                slot.start(seed)
+            else:
+                slot.observation, slot.info = obs, info
+        buffer.add(records)
+    return buffer, finished
 
 
 def load_agent(run_dir: str | os.PathLike, *, greedy: bool = True,
                device: str | None = None) -> Any:
     """The trained policy of a run (newest checkpoint) as a protocol agent.
+
+    Only the policy is rebuilt (base model, LoRA adapter, generation settings), so this needs no
+    algorithm class: the fields of :class:`~agentbench_poad.rl.config.PPOConfig` in the run's
+    config are all it reads.
 
     Args:
         run_dir: a run directory written by :func:`train`.
@@ -566,14 +442,12 @@ def load_agent(run_dir: str | os.PathLike, *, greedy: bool = True,
     Returns:
         An :class:`~agentbench_poad.rl.policy.LLMAgent` (``act(observation, available_actions)``).
     """
-    from agentbench_poad.baselines import get_algorithm
-
     spec = load_run_config(run_dir)
-    config_class = get_algorithm(spec["agent"]).config_class
-    values = dict(spec["algorithm"])
+    shared = {f.name for f in dataclasses.fields(PPOConfig)}
+    values = {k: v for k, v in spec["algorithm"].items() if k in shared}
     if device is not None:
         values["device"] = device
-    config = config_class.from_dict(values)
+    config = PPOConfig.from_dict(values)
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         raise FileNotFoundError(

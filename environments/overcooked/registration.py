@@ -1,28 +1,36 @@
-"""Registration of the Overcooked ids: one id per row of the task table.
+"""Registration of the Overcooked ids: one ``Overcooked-<Task>-v0`` per row of the task table.
 
 Imports only :mod:`.tasks` (data), never the engine.
 """
 
 from __future__ import annotations
 
-import gymnasium as gym
-
 from agentbench_poad.environments.overcooked.tasks import TASKS
+from agentbench_poad.registration import EnvFamily, TaskRow, register_family
 
-ENTRY_POINT = "agentbench_poad.environments.overcooked.env:OvercookedEnv"
-VERSION = 0
+FAMILY = EnvFamily(
+    name="overcooked",
+    id_prefix="Overcooked",
+    entry_point="agentbench_poad.environments.overcooked.env:OvercookedEnv",
+    version=0,
+    actions="restricted",
+    metric="return",
+)
+
+#: The task table as registration rows. No max_episode_steps: the env's own 200-tick rule ends
+#: (truncates) episodes.
+ROWS: tuple[TaskRow, ...] = tuple(
+    TaskRow(name=name, kwargs={"task": name}, description=task.description,
+            paper_name=task.paper_name)
+    for name, task in TASKS.items()
+)
 
 #: One line per registered id, shown by `agentbench-poad envs`.
 DESCRIPTIONS: dict[str, str] = {
-    f"Overcooked-{name}-v{VERSION}": task.description for name, task in TASKS.items()
+    f"{FAMILY.id_prefix}-{row.name}-v{FAMILY.version}": row.description for row in ROWS
 }
 
 
-def register_envs() -> None:
-    """Register this family's ids with gymnasium (idempotent)."""
-    for name in TASKS:
-        env_id = f"Overcooked-{name}-v{VERSION}"
-        if env_id in gym.registry:
-            continue
-        # No max_episode_steps: the env's own 200-tick rule ends (truncates) episodes.
-        gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs={"task": name})
+def register_envs() -> tuple[str, ...]:
+    """Register this family's ids with gymnasium (idempotent); returns them."""
+    return register_family(FAMILY, ROWS)

@@ -63,14 +63,19 @@ class OvercookedTask:
         dish: the reference task string; a delivered plate must have exactly these foods.
         layout: key of the kitchen in :data:`LAYOUTS`.
         description: one line for ``agentbench-poad envs``.
-        paper: True for the two tasks of the paper.
+        paper_name: the task's name in the POAD paper (its two Overcooked tasks), else None.
     """
 
     name: str
     dish: str
     layout: str
     description: str
-    paper: bool = False
+    paper_name: str | None = None
+
+    @property
+    def paper(self) -> bool:
+        """True for the two tasks of the paper."""
+        return self.paper_name is not None
 
     @property
     def recipe(self) -> tuple[str, ...]:
@@ -121,7 +126,7 @@ _TASK_ROWS: tuple[OvercookedTask, ...] = (
         "tomato salad",
         "tomato",
         "Overcooked: chop a tomato and serve it in a bowl (paper task, 5 macro-actions).",
-        paper=True,
+        paper_name="Tomato Salad",
     ),
     OvercookedTask(
         "TomatoLettuceSalad",
@@ -129,7 +134,7 @@ _TASK_ROWS: tuple[OvercookedTask, ...] = (
         "garden",
         "Overcooked: serve chopped tomato and lettuce in one bowl; the onion is a distractor "
         "(paper task, 8 macro-actions).",
-        paper=True,
+        paper_name="Tomato-Lettuce Salad",
     ),
     OvercookedTask(
         "LettuceSalad",

@@ -1,28 +1,36 @@
-"""Registration of the VirtualHome ids, one per row of the task table.
+"""Registration of the VirtualHome ids, one ``VirtualHome-<Task>-v0`` per row of the task table.
 
 Imports only :mod:`.tasks` (data), never the engine, so registering stays cheap.
 """
 
 from __future__ import annotations
 
-import gymnasium as gym
+from agentbench_poad.environments.virtualhome.tasks import TASKS
+from agentbench_poad.registration import EnvFamily, TaskRow, register_family
 
-from .tasks import TASKS
+FAMILY = EnvFamily(
+    name="virtualhome",
+    id_prefix="VirtualHome",
+    entry_point="agentbench_poad.environments.virtualhome.env:VirtualHomeEnv",
+    version=0,
+    actions="restricted",
+    metric="return",
+)
 
-ENTRY_POINT = "agentbench_poad.environments.virtualhome.env:VirtualHomeEnv"
+#: The task table as registration rows.
+ROWS: tuple[TaskRow, ...] = tuple(
+    TaskRow(name=task.name, kwargs={"task": task.name}, description=task.description,
+            max_episode_steps=task.max_episode_steps, paper_name=task.paper_name,
+            paper_tables=task.paper_tables)
+    for task in TASKS
+)
 
 #: One line per registered id, shown by `agentbench-poad envs`.
-DESCRIPTIONS: dict[str, str] = {task.env_id: task.description for task in TASKS}
+DESCRIPTIONS: dict[str, str] = {
+    f"{FAMILY.id_prefix}-{row.name}-v{FAMILY.version}": row.description for row in ROWS
+}
 
 
-def register_envs() -> None:
-    """Register this family's ids with gymnasium (idempotent)."""
-    for task in TASKS:
-        if task.env_id in gym.registry:
-            continue
-        gym.register(
-            id=task.env_id,
-            entry_point=ENTRY_POINT,
-            kwargs={"task": task.name},
-            max_episode_steps=task.max_episode_steps,
-        )
+def register_envs() -> tuple[str, ...]:
+    """Register this family's ids with gymnasium (idempotent); returns them."""
+    return register_family(FAMILY, ROWS)

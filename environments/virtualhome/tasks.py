@@ -46,6 +46,9 @@ class VirtualHomeTask:
         shortest_plan: length of the shortest successful plan under the offered actions
             (REFERENCE_SPEC.md sections 2.2-2.4); the oracle tests check it.
         max_episode_steps: the ``TimeLimit`` of the registration (the reference's 50).
+        paper_name: the task's name in the POAD paper, or None.
+        paper_tables: the paper's tables that list the task; Table 1 (generalisation from Food
+            Preparation) has the tasks in the order of this table's rows.
     """
 
     name: str
@@ -56,6 +59,8 @@ class VirtualHomeTask:
     plural: tuple[str, ...] = ()
     goal_verb: str = "heat up"
     max_episode_steps: int = MAX_EPISODE_STEPS
+    paper_name: str | None = None
+    paper_tables: tuple[str, ...] = ()
 
     @property
     def env_id(self) -> str:
@@ -63,8 +68,9 @@ class VirtualHomeTask:
 
 
 def _appliance(
-    name: str, item: str, appliance: str, what: str, plural: bool = False
+    name: str, item: str, appliance: str, what: str, paper_name: str, plural: bool = False
 ) -> VirtualHomeTask:
+    # Food Preparation and every variant are columns of the paper's Table 1.
     return VirtualHomeTask(
         name=name,
         scenario="appliance",
@@ -73,11 +79,14 @@ def _appliance(
         shortest_plan=6,
         description=f"{what}: put the {item} into the {appliance} and close it "
         f"(4 rooms, 10 macro-actions, sparse +1).",
+        paper_name=paper_name,
+        paper_tables=("Table 1",),
     )
 
 
 TASKS: tuple[VirtualHomeTask, ...] = (
-    _appliance("FoodPreparation", "pancake", "microwave", "Food Preparation (TWOSOME)"),
+    _appliance("FoodPreparation", "pancake", "microwave", "Food Preparation (TWOSOME)",
+               "Food Preparation"),
     VirtualHomeTask(
         name="Entertainment",
         scenario="snack_tv",
@@ -92,15 +101,18 @@ TASKS: tuple[VirtualHomeTask, ...] = (
         shortest_plan=11,
         description="Entertainment (TWOSOME): chips and milk to the living room, TV on, sit on "
         "the sofa (4 rooms, 17 macro-actions, sparse +1; has a dead end and a sitting trap).",
+        paper_name="Entertainment",
     ),
     # ADRL's generalisation variants (REFERENCE_SPEC.md section 2.4): Food Preparation's
     # dynamics and offered-action rules, only the nouns change.
-    _appliance("Cheese", "cheese", "microwave", "Food Preparation variant"),
-    _appliance("Hamburger", "hamburger", "microwave", "Food Preparation variant"),
-    _appliance("ApplePie", "apple pie", "microwave", "Food Preparation variant"),
-    _appliance("Pizza", "pizza", "microwave", "Food Preparation variant"),
-    _appliance("WashingPlate", "dishes", "dishwasher", "Food Preparation variant", plural=True),
-    _appliance("Laundry", "clothes", "washing machine", "Food Preparation variant", plural=True),
+    _appliance("Cheese", "cheese", "microwave", "Food Preparation variant", "Cheese"),
+    _appliance("Hamburger", "hamburger", "microwave", "Food Preparation variant", "Hamburger"),
+    _appliance("ApplePie", "apple pie", "microwave", "Food Preparation variant", "Apple Pie"),
+    _appliance("Pizza", "pizza", "microwave", "Food Preparation variant", "Pizza"),
+    _appliance("WashingPlate", "dishes", "dishwasher", "Food Preparation variant",
+               "Washing Plate", plural=True),
+    _appliance("Laundry", "clothes", "washing machine", "Food Preparation variant",
+               "Laundry", plural=True),
 )
 
 #: Rows by task name.

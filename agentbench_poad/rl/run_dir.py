@@ -1,0 +1,215 @@
+"""The run directory of a training run: what :func:`~agentbench_poad.rl.trainer.train` writes.
+
+Layout::
+
+    config.json          agent, env, model, seed, preset, total_steps and the full algorithm config
+    metrics.jsonl        one JSON object per update (see trainer.METRIC_KEYS)
+    learning_curve.json  [{"env_steps", "eval_return", "eval_score", "eval_success_rate"}, ...]
+    best_code.json       open-action envs: the best-reward action seen in training, with its reward
+    tb/                  TensorBoard event files (the same scalars, by env step)
+    checkpoints/latest   name of the newest checkpoint directory
+    checkpoints/update_NNNNNN/
+        adapter/         the LoRA adapter (peft format)
+        agent.pt         critic weights and both optimiser states
+        rng.pt           generator states (action sampling, minibatch shuffles)
+        state.json       update, env steps, each env's episode (seed index + actions so far), curve
+
+Resume bookkeeping lives here too: a run resumes only with the same identity (everything in
+config.json but the device); metric lines logged after the newest checkpoint (a killed run may
+have written some) are dropped; TensorBoard events after it are purged. Every file is written
+atomically (temp file or directory, then ``os.replace``), the ``latest`` pointer last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RunDirectory", "TensorBoard", "latest_checkpoint", "load_run_config", "write_json"]
+
+#: config.json keys that must match to resume a run.
+IDENTITY_KEYS = ("agent", "env_id", "env_kwargs", "model", "seed", "algorithm")
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write ``value`` as indented JSON through a temp file and ``os.replace``."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def load_run_config(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """The run's ``config.json``."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; is {run_dir} a run directory of `train`?")
+    return json.loads(path.read_text())
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest complete checkpoint directory of a run, or None."""
+    pointer = Path(run_dir) / "checkpoints" / "latest"
+    if not pointer.is_file():
+        return None
+    path = pointer.parent / pointer.read_text().strip()
+    return path if path.is_dir() else None
+
+
+def _identity(value: Any) -> Any:
+    """What must match to resume a run: everything but where it runs (``device``, envs)."""
+    if isinstance(value, dict) and "device" in value:
+        return {k: v for k, v in value.items() if k not in ("device", "env_executor")}
+    return value
+
+
+class RunDirectory:
+    """One run directory: its files, checkpoints and resume checks.
+
+    Args:
+        path: the directory (created by :meth:`open`).
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    def open(self, spec: dict[str, Any], *, resume: bool) -> Path | None:
+        """Create (or re-open, with ``resume``) the run and write its ``config.json``.
+
+        Args:
+            spec: the run's config (see the layout).
+            resume: continue the run that is there.
+
+        Returns:
+            The checkpoint to resume from, or None to start from scratch.
+
+        Raises:
+            ValueError: resuming with another identity than the run's.
+            FileExistsError: the directory holds a run and ``resume`` is False.
+        """
+        checkpoint = None
+        if resume and (self.path / "config.json").exists():
+            previous = load_run_config(self.path)
+            for key in IDENTITY_KEYS:
+                if _identity(previous.get(key)) != _identity(spec[key]):
+                    raise ValueError(
+                        f"cannot resume {self.path}: its {key} is {previous.get(key)!r}, this "
+                        f"call asks for {spec[key]!r}; pass the same arguments or a new --out"
+                    )
+            checkpoint = latest_checkpoint(self.path)
+        elif self.metrics_path.exists():
+            raise FileExistsError(
+                f"{self.path} already holds a run; pass resume=True (--resume) to continue it or "
+                "choose another output directory"
+            )
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / "checkpoints").mkdir(exist_ok=True)
+        write_json(self.path / "config.json", spec)
+        if checkpoint is None:
+            (self.path / "best_code.json").unlink(missing_ok=True)  # a run killed before a ckpt
+        return checkpoint
+
+    # -- logs --------------------------------------------------------------------------------
+    def truncate_metrics(self, updates: int) -> None:
+        """Keep the metric lines of updates ``<= updates`` (a killed run may have logged more)."""
+        path = self.metrics_path
+        if not path.exists():
+            return
+        kept = []
+        for line in path.read_text().splitlines():
+            try:
+                if json.loads(line)["update"] <= updates:
+                    kept.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # a line cut short by the kill
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, path)
+
+    def append_metrics(self, metrics: dict[str, Any]) -> None:
+        with open(self.metrics_path, "a") as handle:
+            handle.write(json.dumps(metrics, sort_keys=True) + "\n")
+
+    def write_learning_curve(self, curve: list[dict[str, Any]]) -> None:
+        write_json(self.path / "learning_curve.json", curve)
+
+    def write_best_code(self, best_code: dict[str, Any]) -> None:
+        write_json(self.path / "best_code.json", best_code)
+
+    def tensorboard(self, *, purge_step: int | None) -> TensorBoard:
+        """The run's TensorBoard writer (``purge_step``: drop events from that step on)."""
+        return TensorBoard(self.path / "tb", purge_step=purge_step)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def save_checkpoint(self, update: int, policy: Any, algorithm: Any,
+                        generators: dict[str, Any], state: dict[str, Any], *, keep: int) -> Path:
+        """Write a checkpoint atomically (temp dir, rename, then move the ``latest`` pointer)."""
+        import torch
+
+        root = self.path / "checkpoints"
+        name = f"update_{update:06d}"
+        final = root / name
+        tmp = root / f".{name}.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        policy.save_adapter(tmp / "adapter")
+        torch.save(algorithm.state_dict(), tmp / "agent.pt")
+        torch.save(generators, tmp / "rng.pt")
+        write_json(tmp / "state.json", state)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        pointer = root / "latest"
+        pointer_tmp = root / "latest.tmp"
+        pointer_tmp.write_text(name + "\n")
+        os.replace(pointer_tmp, pointer)
+        for old in sorted(root.glob("update_*"))[:-keep]:
+            shutil.rmtree(old)
+        return final
+
+    @staticmethod
+    def load_checkpoint(checkpoint: Path, policy: Any, algorithm: Any
+                        ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Restore the adapter and the algorithm's state; returns ``(generators, state)``."""
+        import torch
+
+        policy.load_adapter(checkpoint / "adapter")
+        algorithm.load_state_dict(torch.load(checkpoint / "agent.pt", map_location=policy.device,
+                                             weights_only=True))
+        generators = torch.load(checkpoint / "rng.pt", weights_only=True)
+        state = json.loads((checkpoint / "state.json").read_text())
+        return generators, state
+
+
+class TensorBoard:
+    """SummaryWriter when tensorboard is installed, else nothing (with one warning)."""
+
+    def __init__(self, log_dir: Path, purge_step: int | None) -> None:
+        self.writer = None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:  # pragma: no cover - tensorboard is in the train extra
+            warnings.warn("tensorboard is not installed (pip install 'agentbench-poad[train]'); "
+                          "tb/ stays empty", stacklevel=3)
+            return
+        self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        if self.writer is None:
+            return
+        for key, value in metrics.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "update":
+                self.writer.add_scalar(key, value, global_step=step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()

@@ -1,0 +1,126 @@
+"""The package's parts import each other without cycles; rl/ never reaches up to the agents.
+
+Every ``import`` statement of every module counts, also the ones inside functions (a lazy import
+is still a dependency) and under ``TYPE_CHECKING``. Modules are grouped into parts: the subpackages
+below and ``core`` (the modules directly in ``agentbench_poad``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+PARTS = ("rl", "sandbox", "environments", "baselines", "leaderboard", "cli")
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.submodule_search_locations, name
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _modules() -> dict[str, Path]:
+    """Module name -> file, for every module of the installed package (editable or not)."""
+    modules = {}
+    roots = {"agentbench_poad": _package_dir("agentbench_poad")}
+    roots.update({f"agentbench_poad.{p}": _package_dir(f"agentbench_poad.{p}") for p in PARTS})
+    for package, root in roots.items():
+        for path in root.rglob("*.py"):
+            rel = path.relative_to(root).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            if package == "agentbench_poad" and parts and parts[0] in PARTS:
+                continue  # listed under its own root (rl, sandbox, cli live inside the core dir)
+            modules[".".join([package, *parts])] = path
+    return modules
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Absolute names of the agentbench_poad modules that ``name`` imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return {m for m in found if m == "agentbench_poad" or m.startswith("agentbench_poad.")}
+
+
+def part_of(module: str) -> str:
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 and pieces[1] in PARTS else "core"
+
+
+def part_graph() -> dict[str, set[str]]:
+    """Part -> the other parts its modules import."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {p: set() for p in (*PARTS, "core")}
+    for name, path in modules.items():
+        for target in _imports(name, path):
+            if target not in modules and target.rpartition(".")[0] in modules:
+                target = target.rpartition(".")[0]  # `from package import name`
+            if target in modules and part_of(target) != part_of(name):
+                graph[part_of(name)].add(part_of(target))
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]], nodes: set[str]) -> list[str] | None:
+    """A cycle among ``nodes`` (as a path), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node] & nodes):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(nodes):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_graph_sees_the_imports_it_should():
+    """The walker is not blind: edges that exist by design are found."""
+    graph = part_graph()
+    assert "rl" in graph["baselines"]  # the agents subclass rl's PPOAgent
+    assert "leaderboard" in graph["cli"] and "baselines" in graph["cli"]
+    assert _cycle({"a": {"b"}, "b": {"a"}}, {"a", "b"}) == ["a", "b", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}, {"a", "b"}) is None
+
+
+def test_no_cycle_among_the_parts():
+    graph = part_graph()
+    cycle = _cycle(graph, set(PARTS))
+    assert cycle is None, f"import cycle between parts: {' -> '.join(cycle)}"
+
+
+@pytest.mark.parametrize("forbidden", ["baselines", "leaderboard", "cli"])
+def test_rl_does_not_import_the_agents_the_board_or_the_cli(forbidden):
+    assert forbidden not in part_graph()["rl"], (
+        f"rl/ imports {forbidden}; pass objects in instead (e.g. train() takes the algorithm class)"
+    )
+
+
+def test_nothing_but_the_cli_imports_the_cli():
+    graph = part_graph()
+    importers = sorted(p for p, targets in graph.items() if "cli" in targets and p != "cli")
+    assert importers == [], f"{importers} import agentbench_poad.cli"
