@@ -17,6 +17,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 
+from tests.fixtures_ray import ray_cluster  # noqa: E402,F401  (module fixture)
 from tests.fixtures_rl import tiny_model, tiny_model_dir, tiny_word_model  # noqa: E402,F401
 
 _IMAGE_LOCK = os.path.join(tempfile.gettempdir(), "agentbench-poad-sandbox-image.lock")

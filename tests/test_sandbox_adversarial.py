@@ -34,11 +34,22 @@ def name_self(token):
 
 
 @pytest.fixture(scope="module",
-                params=["process", pytest.param("docker", marks=pytest.mark.docker)])
+                params=["process", pytest.param("docker", marks=pytest.mark.docker),
+                        "ray-process", pytest.param("ray-auto", marks=pytest.mark.docker)])
 def backend(request: pytest.FixtureRequest) -> Backend:
-    if request.param == "docker":
+    """Each backend, and each through a pool of Ray actors (grading on Ray): ``ray-auto`` is
+    what ``sandbox="ray"`` gives a node with a Docker engine and the image."""
+    name = request.param
+    if name in ("docker", "ray-auto"):
         request.getfixturevalue("sandbox_image")
-    b = get_backend(request.param)
+    if name.startswith("ray-"):
+        request.getfixturevalue("ray_cluster")
+        from agentbench_poad.ray_sandbox import RaySandboxPool
+
+        b = RaySandboxPool(workers=1, backend=name.removeprefix("ray-"))
+        assert name == "ray-process" or b.name == "docker", b.isolation
+    else:
+        b = get_backend(name)
     yield b
     b.close()
 
@@ -74,15 +85,16 @@ def _processes_named(token: str) -> list[int]:
     return found
 
 
-def _my_containers() -> list:
+def _my_containers(owners: list[str] | None = None) -> list:
+    """Labelled containers of this process (or of ``owners``: a Ray pool's actor processes)."""
     import docker
 
     from agentbench_poad.sandbox.docker_backend import LABEL, OWNER_LABEL, owner_id
 
     client = docker.from_env(timeout=30)
     try:
-        return client.containers.list(all=True, filters={"label": [LABEL,
-                                                                    f"{OWNER_LABEL}={owner_id()}"]})
+        return [c for owner in (owners or [owner_id()]) for c in client.containers.list(
+            all=True, filters={"label": [LABEL, f"{OWNER_LABEL}={owner}"]})]
     finally:
         client.close()
 
@@ -123,7 +135,8 @@ def assert_clean(backend: Backend, token: str, since: int) -> None:
     leftovers = _processes_named(token) + _sandbox_orphans(since)
     assert leftovers == [], f"sandbox processes outlived their run: {leftovers}"
     if backend.name == "docker":
-        assert _my_containers() == [], "a labelled container outlived its run"
+        owners = getattr(backend, "owners", None)  # a Ray pool: its actors own the containers
+        assert _my_containers(owners) == [], "a labelled container outlived its run"
 
 
 def attack(backend: Backend, source: str, *, limits: Limits = SHORT, output_shapes=None,

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "envs",
     "train",
     "evaluate",
+    "study",
     "leaderboard",
     "data",
     "sandbox",

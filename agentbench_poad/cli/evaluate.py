@@ -118,6 +118,21 @@ def _add_agent_mode_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--store", help="with --add: records folder (default: the package's)")
     g.add_argument("--replace", action="store_true", help="with --add: replace a same-id record")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    x = p.add_argument_group(
+        "executors (--agent mode)",
+        "With --executor each (env, seed) is one cell: 'local' plays the cells here one after "
+        "another, 'ray' plays each as a Ray task (pip install \"agentbench-poad[ray]\"; "
+        "docs/scale-out.md). Records equal the in-process protocol's; finished cells are kept "
+        "under <out>/.cells/ so a re-run resumes, and a cell that fails is retried "
+        "(--max-retries) without losing the others.",
+    )
+    x.add_argument("--executor", choices=("local", "ray"),
+                   help="play the seeds as cells on this executor (default: in-process protocol "
+                        "with per-episode resume)")
+    x.add_argument("--address", help="with --executor ray: an existing cluster's address "
+                                     "(default: start a local Ray cluster)")
+    x.add_argument("--max-retries", type=int, default=2,
+                   help="re-runs of a cell that raised before it is reported as failed")
 
 
 def _json_object(text: str, flag: str) -> dict:
@@ -194,6 +209,10 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
         return die(str(exc))
     provenance = Provenance(agent_name=args.name, base_model=args.base_model,
                             adapter=args.adapter, command=canonical_command(args))
+    if args.executor:
+        return _evaluate_on_executor(args, plan, provenance)
+    if args.address:
+        return die("--address names a Ray cluster; add --executor ray")
     try:
         (record,) = evaluate_plan(plan, provenance, out_dir=args.out,
                                   progress=not args.no_progress)
@@ -205,6 +224,48 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
           f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
           f"{args.episodes} episodes, {failed} failed)")
     print(f"record: {output_path(args.out, record['record_id'])}")
+    if args.add:
+        try:
+            path = add_record(record, args.store, replace=args.replace)
+        except RecordError as exc:
+            return die(str(exc))
+        print(f"added to the board: {path}")
+    return 0
+
+
+def _evaluate_on_executor(args: argparse.Namespace, plan, provenance) -> int:
+    """``--executor local|ray``: one cell per seed (agentbench_poad.leaderboard.sweep)."""
+    import sys
+
+    from agentbench_poad.errors import DependencyNotInstalled
+    from agentbench_poad.executors import get_executor
+    from agentbench_poad.leaderboard.records import RecordError, add_record
+    from agentbench_poad.leaderboard.sweep import evaluate_grid
+
+    def report_failure(cell, attempt: int, error: str) -> None:
+        print(f"cell {cell.env_id} seed {cell.seed} failed (attempt {attempt}): "
+              f"{error.splitlines()[0]}", file=sys.stderr)
+
+    try:
+        executor = get_executor(args.executor, address=args.address,
+                                max_retries=args.max_retries)
+    except (DependencyNotInstalled, ValueError, ConnectionError) as exc:
+        return die(str(exc))
+    with executor:
+        result = evaluate_grid(plan, provenance, executor=executor, out_dir=args.out,
+                               on_failure=report_failure)
+    for outcome in result.failed:
+        print(f"FAILED cell {outcome.cell.env_id} seed {outcome.cell.seed} after "
+              f"{outcome.attempts} attempts: {outcome.error.splitlines()[0]}", file=sys.stderr)
+    if not result.records:
+        return die("no record written: a cell failed on every attempt (see above); re-run the "
+                   "same command to retry the failed cells (finished cells are kept)")
+    (record,) = result.records
+    sc = record["scores"]
+    print(f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
+          f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
+          f"{args.episodes} episodes; {result.reused} cells reused)")
+    print(f"record: {result.paths[0]}")
     if args.add:
         try:
             path = add_record(record, args.store, replace=args.replace)

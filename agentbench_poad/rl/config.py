@@ -103,6 +103,9 @@ class PPOConfig:
     """Parallel environments ("rollout threads")."""
     rollout_length: int = 32
     """Steps per environment per update; batch = num_envs × rollout_length action samples."""
+    env_executor: str = "local"
+    """Where the training envs live: "local" (this process) or "ray" (one Ray actor per env,
+    stepped in parallel; needs the ``ray`` extra). Trajectories are the same either way."""
 
     # -- model ---------------------------------------------------------------------------------
     dtype: str = "float32"
@@ -203,6 +206,8 @@ class PPOConfig:
             raise ValueError(
                 f"normalization must be 'word', 'token' or 'sum', got {self.normalization!r}"
             )
+        if self.env_executor not in ("local", "ray"):
+            raise ValueError(f"env_executor must be 'local' or 'ray', got {self.env_executor!r}")
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
         if self.num_minibatches > self.num_envs * self.rollout_length:

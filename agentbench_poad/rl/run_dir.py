@@ -60,9 +60,9 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 
 
 def _identity(value: Any) -> Any:
-    """What must match to resume a run: everything but where it runs (``device``)."""
+    """What must match to resume a run: everything but where it runs (``device``, envs)."""
     if isinstance(value, dict) and "device" in value:
-        return {k: v for k, v in value.items() if k != "device"}
+        return {k: v for k, v in value.items() if k not in ("device", "env_executor")}
     return value
 
 

@@ -307,7 +307,10 @@ def train(
     agent = algorithm(config, policy, seed=_derived_seed(seed, _CRITIC))
     generators = {"actions": torch.Generator().manual_seed(_derived_seed(seed, _ACTIONS)),
                   "shuffle": torch.Generator().manual_seed(_derived_seed(seed, _SHUFFLE))}
-    slots = [_EnvSlot(_make_env(env_id, env_kwargs), i) for i in range(config.num_envs)]
+    from agentbench_poad.rl.env_executors import make_envs
+
+    envs = make_envs(env_id, env_kwargs, config.num_envs, config.env_executor)
+    slots = [_EnvSlot(env, i) for i, env in enumerate(envs)]
     state = _restore(run, checkpoint, policy, agent, generators, slots, seed)
     run.truncate_metrics(state.update)
     run.write_learning_curve(state.learning_curve)
@@ -403,15 +406,17 @@ def _rollout(agent: Any, slots: list[_EnvSlot], config: PPOConfig, generator: An
     Returns the rollout buffer and ``(return, info["success"] or None)`` of each finished episode.
     """
     from agentbench_poad.rl.buffer import RolloutBuffer
+    from agentbench_poad.rl.env_executors import step_envs
 
     buffer = RolloutBuffer(num_envs=config.num_envs)
     finished: list[tuple[float, bool | None]] = []
     for _ in range(config.rollout_length):
         records = agent.collect([s.observation for s in slots],
                                 [s.info.get("available_actions") for s in slots], generator)
-        for slot, record in zip(slots, records):
+        results = step_envs([s.env for s in slots], [r.sample.text for r in records])
+        for slot, record, result in zip(slots, records, results):
             action = record.sample.text
-            obs, reward, terminated, truncated, info = slot.env.step(action)
+            obs, reward, terminated, truncated, info = result
             state.env_steps += 1
             slot.actions.append(action)
             slot.episode_return += float(reward)

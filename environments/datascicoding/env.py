@@ -101,8 +101,9 @@ class DataSciCodingEnv(TextEnv):
     * ``dataset``: a name of the table (``agentbench-poad data list``) or a
       :class:`~agentbench_poad.environments.datascicoding.datasets.Dataset`. Loaded at the
       first ``reset`` (never at construction), from the cache or its source.
-    * ``sandbox``: ``"auto"`` (docker if usable, else process), ``"docker"``, ``"process"`` or a
-      sandbox ``Backend`` instance (e.g. a warm docker pool).
+    * ``sandbox``: ``"auto"`` (docker if usable, else process), ``"docker"``, ``"process"``,
+      ``"ray"`` (grading on a pool of Ray actors, docs/scale-out.md) or a sandbox ``Backend``
+      instance (e.g. a warm docker pool).
     * ``limits``: a sandbox ``Limits`` for one attempt; default 35 s wall time, 2 GiB, 1 CPU.
     * ``banned``: substrings that fail an attempt; default ``("GridSearchCV(", "SVC(")``.
     * ``protocol``: ``"paper"`` (default) or ``"holdout"`` (held-out rows scored only at the end,

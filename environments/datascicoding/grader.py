@@ -146,7 +146,9 @@ class Grader:
         X: features ``(rows, features)``.
         y: labels ``0..n_classes-1``.
         n_classes: number of classes (the width of ``predict_proba``).
-        sandbox: ``"auto"``, ``"docker"``, ``"process"`` or a sandbox ``Backend`` instance.
+        sandbox: ``"auto"``, ``"docker"``, ``"process"``, ``"ray"`` (a shared pool of Ray
+            actors, each using its node's ``auto`` backend: :mod:`agentbench_poad.ray_sandbox`)
+            or a sandbox ``Backend`` instance.
         limits: sandbox limits of one attempt (all splits together).
         banned: substrings of the assembled code that fail the attempt.
         protocol: ``"paper"`` or ``"holdout"`` (module docstring).
@@ -179,6 +181,10 @@ class Grader:
         self.X = np.ascontiguousarray(X, dtype=np.float64)
         self.y = np.asarray(y, dtype=np.int64)
         self.n_classes = int(n_classes)
+        if sandbox == "ray":
+            from agentbench_poad.ray_sandbox import shared_pool
+
+            sandbox = shared_pool()
         self.sandbox = sandbox
         self.limits = limits
         self.banned = tuple(banned)

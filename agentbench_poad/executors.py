@@ -1,0 +1,259 @@
+"""Executors: run a function over a grid of cells, in this process or as Ray tasks.
+
+A *cell* is a small picklable request (a frozen dataclass such as
+:class:`~agentbench_poad.leaderboard.sweep.EvalCell`); the function turns one cell into a
+picklable result. Both executors honour the same contract:
+
+* every cell yields exactly one :class:`CellOutcome` (``ok`` with its ``value``, or the error
+  of its last attempt);
+* a cell whose function raises is reported (``on_failure``) and run again, up to
+  ``max_retries`` more times, while the other cells go on;
+* ``on_result`` is called in the calling process as soon as a cell finishes, so the caller can
+  persist it at once: nothing finished is lost when a later cell (or the driver) dies.
+
+:class:`LocalExecutor` runs the cells one after another in this process. :class:`RayExecutor`
+submits each cell as a Ray task (``ray.init()`` of a local cluster, or ``address=`` of an
+existing one); a worker or node that dies mid-task is retried by Ray itself, an exception by us.
+
+Ray is an optional dependency (``pip install "agentbench-poad[ray]"``) and is imported only
+when a :class:`RayExecutor` is made.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from agentbench_poad.errors import DependencyNotInstalled
+
+__all__ = [
+    "EXECUTORS",
+    "CellOutcome",
+    "Executor",
+    "LocalExecutor",
+    "RayExecutor",
+    "get_executor",
+    "require_ray",
+]
+
+C = TypeVar("C")
+
+#: Executor names accepted by :func:`get_executor` and the ``--executor`` options.
+EXECUTORS = ("local", "ray")
+
+
+def require_ray() -> Any:
+    """``import ray``, or :class:`~agentbench_poad.errors.DependencyNotInstalled` naming the extra."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise DependencyNotInstalled(
+            'Ray is not installed; the Ray executor needs the "ray" extra: '
+            'pip install "agentbench-poad[ray]" (or use --executor local)'
+        ) from exc
+    return ray
+
+
+def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
+    """Connect to Ray once per process and return the module.
+
+    Args:
+        address: an existing cluster (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``);
+            ``None`` starts a local cluster (or reuses the one this process already joined).
+        num_cpus: CPUs of a local cluster (``None``: all of this machine's).
+    """
+    ray = require_ray()
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
+                                  "include_dashboard": False}
+        if address is not None:
+            kwargs["address"] = address
+        elif num_cpus is not None:
+            kwargs["num_cpus"] = num_cpus
+        try:
+            ray.init(**kwargs)
+        except ConnectionError as exc:
+            raise ConnectionError(
+                f"cannot reach the Ray cluster at {address!r}: {exc}; start one with "
+                "`ray start --head` on the head node (docs/scale-out.md) or omit --address "
+                "for a local cluster"
+            ) from exc
+    return ray
+
+
+@dataclass
+class CellOutcome(Generic[C]):
+    """What became of one cell.
+
+    Attributes:
+        cell: the request.
+        ok: the function returned.
+        value: its result (``None`` on failure).
+        error: the last attempt's error, one line plus the traceback tail (``""`` on success).
+        attempts: how many times the cell ran.
+        seconds: wall time of the successful (or last) attempt, as seen by the caller.
+    """
+
+    cell: C
+    ok: bool
+    value: Any = None
+    error: str = ""
+    attempts: int = 1
+    seconds: float = 0.0
+
+
+def _describe(exc: BaseException) -> str:
+    tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:])
+    return f"{type(exc).__name__}: {exc}\n{tail}".strip()
+
+
+class Executor:
+    """Maps a function over cells with retries (see the module docstring).
+
+    Args:
+        max_retries: extra attempts of a cell whose function raised (0: no retry).
+    """
+
+    name = ""
+
+    def __init__(self, max_retries: int = 2) -> None:
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        self.max_retries = max_retries
+
+    def map(
+        self,
+        fn: Callable[[C], Any],
+        cells: Sequence[C],
+        *,
+        on_result: Callable[[CellOutcome[C]], None] | None = None,
+        on_failure: Callable[[C, int, str], None] | None = None,
+    ) -> list[CellOutcome[C]]:
+        """Run ``fn(cell)`` for every cell; outcomes come back in the order of ``cells``.
+
+        Args:
+            fn: a module-level function (Ray pickles it by reference).
+            cells: picklable requests.
+            on_result: called with each final outcome (success or last failure) as it arrives.
+            on_failure: called with ``(cell, attempt, error)`` after every failed attempt.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the executor holds."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalExecutor(Executor):
+    """One cell after another in this process."""
+
+    name = "local"
+
+    def map(self, fn, cells, *, on_result=None, on_failure=None):
+        outcomes = []
+        for cell in cells:
+            attempt = 0
+            while True:
+                attempt += 1
+                started = time.perf_counter()
+                try:
+                    value = fn(cell)
+                except Exception as exc:  # noqa: BLE001 - reported, retried, never lost
+                    error = _describe(exc)
+                    if on_failure is not None:
+                        on_failure(cell, attempt, error)
+                    if attempt <= self.max_retries:
+                        continue
+                    outcome = CellOutcome(cell, False, None, error, attempt,
+                                          time.perf_counter() - started)
+                else:
+                    outcome = CellOutcome(cell, True, value, "", attempt,
+                                          time.perf_counter() - started)
+                break
+            if on_result is not None:
+                on_result(outcome)
+            outcomes.append(outcome)
+        return outcomes
+
+
+def _call(fn: Callable[[Any], Any], cell: Any) -> Any:
+    return fn(cell)
+
+
+class RayExecutor(Executor):
+    """Each cell a Ray task on a local or existing cluster.
+
+    Args:
+        address: an existing cluster (``ray start --head`` prints it); ``None``: a local one.
+        max_retries: extra attempts of a cell whose function raised.
+        num_cpus: CPUs of a local cluster started here (``None``: all).
+        task_cpus: CPUs one cell reserves (Ray schedules at most ``CPUs / task_cpus`` at once).
+        worker_retries: re-runs Ray itself makes when a worker process or node dies.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, max_retries: int = 2, *,
+                 num_cpus: int | None = None, task_cpus: float = 1.0,
+                 worker_retries: int = 3) -> None:
+        super().__init__(max_retries)
+        self.ray = ensure_ray(address, num_cpus)
+        self.task_cpus = task_cpus
+        self.worker_retries = worker_retries
+        self._remote = self.ray.remote(_call).options(
+            num_cpus=task_cpus, max_retries=worker_retries, retry_exceptions=False)
+
+    def map(self, fn, cells, *, on_result=None, on_failure=None):
+        ray = self.ray
+        fn_ref = ray.put(fn)
+        outcomes: list[CellOutcome | None] = [None] * len(cells)
+        pending: dict[Any, tuple[int, int, float]] = {}
+
+        def submit(index: int, attempt: int) -> None:
+            pending[self._remote.remote(fn_ref, cells[index])] = (index, attempt,
+                                                                   time.perf_counter())
+
+        for index in range(len(cells)):
+            submit(index, 1)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            ref = ready[0]
+            index, attempt, started = pending.pop(ref)
+            try:
+                value = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - RayTaskError, WorkerCrashedError, ...
+                error = _describe(getattr(exc, "cause", None) or exc)
+                if on_failure is not None:
+                    on_failure(cells[index], attempt, error)
+                if attempt <= self.max_retries:
+                    submit(index, attempt + 1)
+                    continue
+                outcome = CellOutcome(cells[index], False, None, error, attempt,
+                                      time.perf_counter() - started)
+            else:
+                outcome = CellOutcome(cells[index], True, value, "", attempt,
+                                      time.perf_counter() - started)
+            outcomes[index] = outcome
+            if on_result is not None:
+                on_result(outcome)
+        return [o for o in outcomes if o is not None]
+
+
+def get_executor(name: str = "local", *, address: str | None = None,
+                 max_retries: int = 2) -> Executor:
+    """An executor by name (``"local"`` or ``"ray"``); ``address`` only for Ray."""
+    if name == "local":
+        if address is not None:
+            raise ValueError("--address names a Ray cluster; use it with --executor ray")
+        return LocalExecutor(max_retries)
+    if name == "ray":
+        return RayExecutor(address, max_retries)
+    raise ValueError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
