@@ -52,7 +52,9 @@ def act_batch(
     else:
         actions = [agent.act(o, a) for o, a in zip(observations, available_actions)]
     if len(actions) != len(observations):
-        raise ValueError(f"agent returned {len(actions)} actions for {len(observations)} observations")
+        raise ValueError(
+            f"agent returned {len(actions)} actions for {len(observations)} observations"
+        )
     return actions
 
 
@@ -79,11 +81,13 @@ def load_factory(spec: str) -> Callable[..., Any]:
     if spec.startswith("lm:"):
         from agentbench_poad.baselines.base_model import BaseModelFactory
 
-        return BaseModelFactory(spec[len("lm:"):])
+        return BaseModelFactory(spec[len("lm:") :])
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"agent spec {spec!r} must look like 'package.module:Factory' or "
-                         "'path/to/my_agent.py:Factory'")
+        raise ValueError(
+            f"agent spec {spec!r} must look like 'package.module:Factory' or "
+            "'path/to/my_agent.py:Factory'"
+        )
     if module_name.endswith(".py") or "/" in module_name:
         path = Path(module_name).expanduser().resolve()
         if not path.exists():
@@ -97,21 +101,24 @@ def load_factory(spec: str) -> Callable[..., Any]:
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
-            raise ValueError(f"cannot import {module_name!r} for agent spec {spec!r}: {exc}; "
-                             "is the package installed / the name spelled right?") from exc
+            raise ValueError(
+                f"cannot import {module_name!r} for agent spec {spec!r}: {exc}; "
+                "is the package installed / the name spelled right?"
+            ) from exc
     try:
         target = module
         for part in attr.split("."):
             target = getattr(target, part)
     except AttributeError:
-        raise ValueError(f"{module_name!r} has no attribute {attr!r} (agent spec {spec!r})") from None
+        raise ValueError(
+            f"{module_name!r} has no attribute {attr!r} (agent spec {spec!r})"
+        ) from None
     if not callable(target):
         raise ValueError(f"{spec!r} is not callable; name a class or a factory function")
     return target
 
 
-def _call_factory(factory: Callable[..., Any], env: Any, seed: int,
-                  kwargs: dict[str, Any]) -> Any:
+def _call_factory(factory: Callable[..., Any], env: Any, seed: int, kwargs: dict[str, Any]) -> Any:
     """Call ``factory`` passing ``env`` / ``seed`` only if its signature takes them."""
     try:
         params = inspect.signature(factory).parameters
@@ -125,8 +132,9 @@ def _call_factory(factory: Callable[..., Any], env: Any, seed: int,
     return factory(**call_kwargs)
 
 
-def agent_factory(agent: Any, kwargs: dict[str, Any] | None = None
-                  ) -> tuple[Callable[[Any, int], Any], bool]:
+def agent_factory(
+    agent: Any, kwargs: dict[str, Any] | None = None
+) -> tuple[Callable[[Any, int], Any], bool]:
     """Normalise ``agent`` into ``factory(env, seed) -> agent``.
 
     Args:
@@ -159,7 +167,7 @@ def agent_display_name(agent_obj: Any, factory: Any = None) -> str:
     if factory is not None and not isinstance(factory, type) and callable(factory):
         fname = getattr(factory, "__name__", "")
         if fname.startswith("make_"):
-            fname = fname[len("make_"):]
+            fname = fname[len("make_") :]
             for tail in ("_agent", "_oracle"):
                 if fname.endswith(tail) and len(fname) > len(tail):
                     fname = fname[: -len(tail)]

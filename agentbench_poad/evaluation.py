@@ -197,26 +197,41 @@ class EvaluationRequest:
         if not isinstance(self.episodes, int) or self.episodes < 1:
             raise ValueError(f"episodes must be an int >= 1, got {self.episodes!r}")
         if self.episodes > RESET_SEED_STRIDE:
-            raise ValueError(f"episodes must be <= {RESET_SEED_STRIDE} (the reset seed stride), "
-                             f"got {self.episodes}; use more seeds instead")
+            raise ValueError(
+                f"episodes must be <= {RESET_SEED_STRIDE} (the reset seed stride), "
+                f"got {self.episodes}; use more seeds instead"
+            )
         if self.indices is not None:
             object.__setattr__(self, "indices", tuple(int(i) for i in self.indices))
             bad = [i for i in self.indices if not 0 <= i < self.episodes]
             if bad:
                 raise ValueError(f"episode indices {bad} are outside 0..{self.episodes - 1}")
-        if self.batch_size is not None and (not isinstance(self.batch_size, int)
-                                            or self.batch_size < 1):
+        if self.batch_size is not None and (
+            not isinstance(self.batch_size, int) or self.batch_size < 1
+        ):
             raise ValueError(f"batch_size must be an int >= 1 or None, got {self.batch_size!r}")
         if self.action_timeout is not None and not self.action_timeout > 0:
-            raise ValueError(f"action_timeout must be > 0 seconds or None, got "
-                             f"{self.action_timeout!r}")
+            raise ValueError(
+                f"action_timeout must be > 0 seconds or None, got {self.action_timeout!r}"
+            )
         object.__setattr__(self, "agent_kwargs", MappingProxyType(dict(self.agent_kwargs)))
         object.__setattr__(self, "env_kwargs", MappingProxyType(dict(self.env_kwargs)))
 
     def __reduce__(self) -> Any:  # MappingProxyType does not pickle; plain dicts do
-        return (_rebuild_request, (self.agent, self.env_id, self.seed, self.episodes,
-                                   self.indices, dict(self.agent_kwargs), dict(self.env_kwargs),
-                                   self.action_timeout, self.batch_size))
+        return (
+            _rebuild_request,
+            (
+                self.agent,
+                self.env_id,
+                self.seed,
+                self.episodes,
+                self.indices,
+                dict(self.agent_kwargs),
+                dict(self.env_kwargs),
+                self.action_timeout,
+                self.batch_size,
+            ),
+        )
 
 
 def _rebuild_request(*args: Any) -> EvaluationRequest:
@@ -241,9 +256,14 @@ class EpisodeResult:
     def to_entry(self) -> dict[str, Any]:
         """The episode as a run record stores it."""
         entry: dict[str, Any] = {
-            "index": self.index, "reset_seed": self.reset_seed, "return": self.episode_return,
-            "length": self.length, "failed": self.failed, "reason": self.reason,
-            "score": self.score, "success": self.success,
+            "index": self.index,
+            "reset_seed": self.reset_seed,
+            "return": self.episode_return,
+            "length": self.length,
+            "failed": self.failed,
+            "reason": self.reason,
+            "score": self.score,
+            "success": self.success,
         }
         if self.open_action:
             entry["final_code"] = self.final_code
@@ -252,12 +272,18 @@ class EpisodeResult:
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> EpisodeResult:
         """Inverse of :meth:`to_entry`."""
-        return cls(index=int(entry["index"]), reset_seed=int(entry["reset_seed"]),
-                   episode_return=float(entry["return"]), length=int(entry["length"]),
-                   score=float(entry.get("score", entry["return"])),
-                   success=bool(entry["success"]), failed=bool(entry["failed"]),
-                   reason=entry.get("reason"), final_code=entry.get("final_code"),
-                   open_action="final_code" in entry)
+        return cls(
+            index=int(entry["index"]),
+            reset_seed=int(entry["reset_seed"]),
+            episode_return=float(entry["return"]),
+            length=int(entry["length"]),
+            score=float(entry.get("score", entry["return"])),
+            success=bool(entry["success"]),
+            failed=bool(entry["failed"]),
+            reason=entry.get("reason"),
+            final_code=entry.get("final_code"),
+            open_action="final_code" in entry,
+        )
 
 
 @dataclass(frozen=True)
@@ -298,9 +324,14 @@ class CellResult:
 
     def seed_entry(self) -> dict[str, Any]:
         """The cell as one ``scores.per_seed`` entry of a run record."""
-        return {"seed": self.seed, "score": self.score, "mean_return": self.mean_return,
-                "success_rate": self.success_rate, "failed_episodes": self.failed_episodes,
-                "episodes": [e.to_entry() for e in self.episodes]}
+        return {
+            "seed": self.seed,
+            "score": self.score,
+            "mean_return": self.mean_return,
+            "success_rate": self.success_rate,
+            "failed_episodes": self.failed_episodes,
+            "episodes": [e.to_entry() for e in self.episodes],
+        }
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -350,8 +381,9 @@ def evaluate_cell(
                 continue
             while len(envs) < len(indices):
                 envs.append(_make_env(request.env_id, request.env_kwargs))
-            played, hung = _play_batch(envs[: len(indices)], agent, request.seed, indices,
-                                       batched, request.action_timeout)
+            played, hung = _play_batch(
+                envs[: len(indices)], agent, request.seed, indices, batched, request.action_timeout
+            )
             for episode in played:
                 results[episode.index] = episode
                 if on_episode is not None:
@@ -365,10 +397,16 @@ def evaluate_cell(
     open_action = any(e.open_action for e in episodes)
     metric, success_rule = env_rules(request.env_id, open_action)
     return CellResult(
-        env_id=request.env_id, seed=request.seed, episodes=episodes, open_action=open_action,
-        metric=metric, success_rule=success_rule,
-        agent_name=agent_display_name(agent, source), agent_version=agent_version(agent),
-        batch_size=size, wall_time_s=time.perf_counter() - started,
+        env_id=request.env_id,
+        seed=request.seed,
+        episodes=episodes,
+        open_action=open_action,
+        metric=metric,
+        success_rule=success_rule,
+        agent_name=agent_display_name(agent, source),
+        agent_version=agent_version(agent),
+        batch_size=size,
+        wall_time_s=time.perf_counter() - started,
     )
 
 
@@ -399,18 +437,31 @@ class _Running:
             score, rule_success = (self.last_reward if ran else 0.0), ran
         else:
             score, rule_success = self.total, self.total > 0
-        success = not self.failed and (self.reported_success if self.reported_success is not None
-                                       else rule_success)
+        success = not self.failed and (
+            self.reported_success if self.reported_success is not None else rule_success
+        )
         return EpisodeResult(
-            index=self.index, reset_seed=self.reset_seed, episode_return=self.total,
-            length=self.length, score=float(score), success=bool(success), failed=self.failed,
-            reason=self.reason, final_code=self.last_action if self.open_action else None,
+            index=self.index,
+            reset_seed=self.reset_seed,
+            episode_return=self.total,
+            length=self.length,
+            score=float(score),
+            success=bool(success),
+            failed=self.failed,
+            reason=self.reason,
+            final_code=self.last_action if self.open_action else None,
             open_action=self.open_action,
         )
 
 
-def _play_batch(envs: Sequence[Any], agent: Any, seed: int, indices: Sequence[int],
-                batched: bool, timeout: float | None) -> tuple[list[EpisodeResult], bool]:
+def _play_batch(
+    envs: Sequence[Any],
+    agent: Any,
+    seed: int,
+    indices: Sequence[int],
+    batched: bool,
+    timeout: float | None,
+) -> tuple[list[EpisodeResult], bool]:
     """Play episodes ``indices`` in lockstep, one env each; never raises for agent faults.
 
     Returns the episodes and whether a call hung (missed its deadline).
@@ -427,8 +478,13 @@ def _play_batch(envs: Sequence[Any], agent: Any, seed: int, indices: Sequence[in
     running = []
     for env, index, episode_seed in zip(envs, indices, seeds):
         observation, info = env.reset(seed=episode_seed)
-        state = _Running(index, episode_seed, observation, info,
-                         open_action=info.get("available_actions") is None)
+        state = _Running(
+            index,
+            episode_seed,
+            observation,
+            info,
+            open_action=info.get("available_actions") is None,
+        )
         if reset_fault is not None:
             state.fail(reset_fault)
         running.append(state)
@@ -471,4 +527,3 @@ def _play_batch(envs: Sequence[Any], agent: Any, seed: int, indices: Sequence[in
                 state.reported_success = bool(info["success"])
             state.over = bool(terminated or truncated) or state.length >= MAX_EPISODE_STEPS
     return [s.result() for s in running], hung
-

@@ -67,8 +67,11 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
     """
     ray = require_ray()
     if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
-                                  "include_dashboard": False}
+        kwargs: dict[str, Any] = {
+            "ignore_reinit_error": True,
+            "log_to_driver": False,
+            "include_dashboard": False,
+        }
         if address is not None:
             kwargs["address"] = address
         elif num_cpus is not None:
@@ -172,11 +175,13 @@ class LocalExecutor(Executor):
                         on_failure(cell, attempt, error)
                     if attempt <= self.max_retries:
                         continue
-                    outcome = CellOutcome(cell, False, None, error, attempt,
-                                          time.perf_counter() - started)
+                    outcome = CellOutcome(
+                        cell, False, None, error, attempt, time.perf_counter() - started
+                    )
                 else:
-                    outcome = CellOutcome(cell, True, value, "", attempt,
-                                          time.perf_counter() - started)
+                    outcome = CellOutcome(
+                        cell, True, value, "", attempt, time.perf_counter() - started
+                    )
                 break
             if on_result is not None:
                 on_result(outcome)
@@ -201,15 +206,22 @@ class RayExecutor(Executor):
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, max_retries: int = 2, *,
-                 num_cpus: int | None = None, task_cpus: float = 1.0,
-                 worker_retries: int = 3) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        max_retries: int = 2,
+        *,
+        num_cpus: int | None = None,
+        task_cpus: float = 1.0,
+        worker_retries: int = 3,
+    ) -> None:
         super().__init__(max_retries)
         self.ray = ensure_ray(address, num_cpus)
         self.task_cpus = task_cpus
         self.worker_retries = worker_retries
         self._remote = self.ray.remote(_call).options(
-            num_cpus=task_cpus, max_retries=worker_retries, retry_exceptions=False)
+            num_cpus=task_cpus, max_retries=worker_retries, retry_exceptions=False
+        )
 
     def map(self, fn, cells, *, on_result=None, on_failure=None):
         ray = self.ray
@@ -218,8 +230,11 @@ class RayExecutor(Executor):
         pending: dict[Any, tuple[int, int, float]] = {}
 
         def submit(index: int, attempt: int) -> None:
-            pending[self._remote.remote(fn_ref, cells[index])] = (index, attempt,
-                                                                   time.perf_counter())
+            pending[self._remote.remote(fn_ref, cells[index])] = (
+                index,
+                attempt,
+                time.perf_counter(),
+            )
 
         for index in range(len(cells)):
             submit(index, 1)
@@ -236,19 +251,22 @@ class RayExecutor(Executor):
                 if attempt <= self.max_retries:
                     submit(index, attempt + 1)
                     continue
-                outcome = CellOutcome(cells[index], False, None, error, attempt,
-                                      time.perf_counter() - started)
+                outcome = CellOutcome(
+                    cells[index], False, None, error, attempt, time.perf_counter() - started
+                )
             else:
-                outcome = CellOutcome(cells[index], True, value, "", attempt,
-                                      time.perf_counter() - started)
+                outcome = CellOutcome(
+                    cells[index], True, value, "", attempt, time.perf_counter() - started
+                )
             outcomes[index] = outcome
             if on_result is not None:
                 on_result(outcome)
         return [o for o in outcomes if o is not None]
 
 
-def get_executor(name: str = "local", *, address: str | None = None,
-                 max_retries: int = 2) -> Executor:
+def get_executor(
+    name: str = "local", *, address: str | None = None, max_retries: int = 2
+) -> Executor:
     """An executor by name (``"local"`` or ``"ray"``); ``address`` only for Ray."""
     if name == "local":
         if address is not None:

@@ -59,12 +59,23 @@ class SandboxWorker:
             from agentbench_poad.sandbox.docker_backend import owner_id
 
             owner = owner_id()
-        return {"node": self.node, "pid": os.getpid(), "backend": self.backend.name,
-                "isolation": self.backend.isolation,
-                "mode": getattr(self.backend, "mode", None), "owner": owner}
+        return {
+            "node": self.node,
+            "pid": os.getpid(),
+            "backend": self.backend.name,
+            "isolation": self.backend.isolation,
+            "mode": getattr(self.backend, "mode", None),
+            "owner": owner,
+        }
 
-    def run(self, source: str, entry: str, inputs: Mapping[str, Any], limits: Limits | None,
-            output_shapes: Any) -> SandboxResult:
+    def run(
+        self,
+        source: str,
+        entry: str,
+        inputs: Mapping[str, Any],
+        limits: Limits | None,
+        output_shapes: Any,
+    ) -> SandboxResult:
         return self.backend.run(source, entry, inputs, limits=limits, output_shapes=output_shapes)
 
     def close(self) -> None:
@@ -88,13 +99,17 @@ class RaySandboxPool(Backend):
         SandboxUnavailable: an actor's node has no usable backend (the message names the node).
     """
 
-    #: The pool bounds its own concurrency (``workers``); callers need no per-machine slots.
-    bounds_concurrency = True
-
-    def __init__(self, workers: int | None = None, backend: str = "auto", *,
-                 address: str | None = None, cpus_per_worker: float = 1.0,
-                 spread: bool = True, start_timeout_s: float = 300.0,
-                 **backend_kwargs: Any) -> None:
+    def __init__(
+        self,
+        workers: int | None = None,
+        backend: str = "auto",
+        *,
+        address: str | None = None,
+        cpus_per_worker: float = 1.0,
+        spread: bool = True,
+        start_timeout_s: float = 300.0,
+        **backend_kwargs: Any,
+    ) -> None:
         ray = ensure_ray(address)
         self._ray = ray
         if workers is None:  # one per CPU the cluster has free now
@@ -102,19 +117,24 @@ class RaySandboxPool(Backend):
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         actor = ray.remote(SandboxWorker).options(
-            num_cpus=cpus_per_worker, max_restarts=2, max_task_retries=1,
-            scheduling_strategy="SPREAD" if spread else "DEFAULT")
+            num_cpus=cpus_per_worker,
+            max_restarts=2,
+            max_task_retries=1,
+            scheduling_strategy="SPREAD" if spread else "DEFAULT",
+        )
         self.actors = [actor.remote(backend, dict(backend_kwargs)) for _ in range(workers)]
         try:
-            self.workers = ray.get([a.describe.remote() for a in self.actors],
-                                   timeout=start_timeout_s)
+            self.workers = ray.get(
+                [a.describe.remote() for a in self.actors], timeout=start_timeout_s
+            )
         except ray.exceptions.GetTimeoutError:
             self.close()
             raise SandboxUnavailable(
                 f"the Ray cluster could not start {workers} sandbox workers of "
                 f"{cpus_per_worker:g} CPU each within {start_timeout_s:g} s (free now: "
                 f"{ray.available_resources().get('CPU', 0):g} CPUs); ask for fewer workers or "
-                "add nodes") from None
+                "add nodes"
+            ) from None
         except Exception as exc:  # noqa: BLE001 - an actor's __init__ raised on its node
             self.close()
             cause = getattr(exc, "cause", None) or exc
@@ -125,17 +145,24 @@ class RaySandboxPool(Backend):
         modes = {w["mode"] for w in self.workers if w["mode"] is not None}
         self.mode = modes.pop() if len(modes) == 1 else None
         nodes = sorted({w["node"] for w in self.workers})
-        self.isolation = (f"Ray pool of {workers} workers on {len(nodes)} node(s) "
-                          f"({', '.join(nodes)}): " + "; ".join(
-                              sorted({f"{w['backend']}: {w['isolation']}"
-                                      for w in self.workers})))
+        self.isolation = (
+            f"Ray pool of {workers} workers on {len(nodes)} node(s) "
+            f"({', '.join(nodes)}): "
+            + "; ".join(sorted({f"{w['backend']}: {w['isolation']}" for w in self.workers}))
+        )
         self.owners = [w["owner"] for w in self.workers if w["owner"]]
         self._busy = [0] * workers
         self._lock = threading.Lock()
 
-    def run(self, source: str, entry: str, inputs: Mapping[str, Any], *,
-            limits: Limits | None = None,
-            output_shapes: Mapping[str, tuple[int | None, ...]] | None = None) -> SandboxResult:
+    def run(
+        self,
+        source: str,
+        entry: str,
+        inputs: Mapping[str, Any],
+        *,
+        limits: Limits | None = None,
+        output_shapes: Mapping[str, tuple[int | None, ...]] | None = None,
+    ) -> SandboxResult:
         """Run on the least busy actor (checks and validation happen on the actor's node)."""
         if not self.actors:
             raise SandboxUnavailable("this RaySandboxPool is closed; make a new one")
@@ -143,8 +170,7 @@ class RaySandboxPool(Backend):
             index = min(range(len(self.actors)), key=self._busy.__getitem__)
             self._busy[index] += 1
         try:
-            ref = self.actors[index].run.remote(source, entry, dict(inputs), limits,
-                                                output_shapes)
+            ref = self.actors[index].run.remote(source, entry, dict(inputs), limits, output_shapes)
             try:
                 return self._ray.get(ref)
             except self._ray.exceptions.RayTaskError as exc:

@@ -93,8 +93,9 @@ class EnvFamily:
         if not isinstance(self.version, int) or self.version < 0:
             raise ValueError(f"version must be an int >= 0, got {self.version!r}")
         if "-" in self.id_prefix or not self.id_prefix:
-            raise ValueError(f"id_prefix must be a non-empty word without '-', got "
-                             f"{self.id_prefix!r}")
+            raise ValueError(
+                f"id_prefix must be a non-empty word without '-', got {self.id_prefix!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -211,17 +212,31 @@ def register_family(family: EnvFamily, tasks: Iterable[TaskRow]) -> tuple[str, .
     for env_id, row in zip(ids, rows):
         kwargs = dict(row.kwargs)
         existing = gym.registry.get(env_id)
-        if existing is None or not (existing.entry_point == family.entry_point
-                                    and existing.kwargs == kwargs
-                                    and existing.max_episode_steps == row.max_episode_steps):
-            gym.register(id=env_id, entry_point=family.entry_point, kwargs=kwargs,
-                         max_episode_steps=row.max_episode_steps)
+        if existing is None or not (
+            existing.entry_point == family.entry_point
+            and existing.kwargs == kwargs
+            and existing.max_episode_steps == row.max_episode_steps
+        ):
+            gym.register(
+                id=env_id,
+                entry_point=family.entry_point,
+                kwargs=kwargs,
+                max_episode_steps=row.max_episode_steps,
+            )
         _FACTS[env_id] = EnvFacts(
-            env_id=env_id, family=family.name, task=row.name, version=family.version,
-            actions=family.actions, metric=family.metric, success_rule=family.success_rule,
-            paper_name=row.paper_name, paper_tables=tuple(row.paper_tables),
-            description=row.description, entry_point=family.entry_point,
-            kwargs=MappingProxyType(dict(kwargs)), max_episode_steps=row.max_episode_steps,
+            env_id=env_id,
+            family=family.name,
+            task=row.name,
+            version=family.version,
+            actions=family.actions,
+            metric=family.metric,
+            success_rule=family.success_rule,
+            paper_name=row.paper_name,
+            paper_tables=tuple(row.paper_tables),
+            description=row.description,
+            entry_point=family.entry_point,
+            kwargs=MappingProxyType(dict(kwargs)),
+            max_episode_steps=row.max_episode_steps,
         )
     return tuple(ids)
 
@@ -261,10 +276,16 @@ def env_facts(env_id: str) -> EnvFacts:
             "packages by importing that package"
         )
     return EnvFacts(
-        env_id=env_id, family=spec.namespace or "external", task=spec.name,
-        version=spec.version if spec.version is not None else 0, actions=None, metric=None,
-        success_rule=None, entry_point=spec.entry_point,
-        kwargs=MappingProxyType(dict(spec.kwargs)), max_episode_steps=spec.max_episode_steps,
+        env_id=env_id,
+        family=spec.namespace or "external",
+        task=spec.name,
+        version=spec.version if spec.version is not None else 0,
+        actions=None,
+        metric=None,
+        success_rule=None,
+        entry_point=spec.entry_point,
+        kwargs=MappingProxyType(dict(spec.kwargs)),
+        max_episode_steps=spec.max_episode_steps,
         registered_by_family=False,
     )
 
@@ -293,8 +314,11 @@ def registered_ids(family: str | None = None) -> list[str]:
     lists the case-study toys, which the default leaves out).
     """
     wanted = BENCHMARK_FAMILIES if family is None else (family,)
-    return sorted(env_id for env_id, facts in _FACTS.items()
-                  if facts.family in wanted and _recorded(env_id) is not None)
+    return sorted(
+        env_id
+        for env_id, facts in _FACTS.items()
+        if facts.family in wanted and _recorded(env_id) is not None
+    )
 
 
 def paper_layout(table: str) -> tuple[str, ...]:
@@ -304,5 +328,8 @@ def paper_layout(table: str) -> tuple[str, ...]:
     (Food Preparation, then its variants as columns) and ``paper_layout("Table 4")`` the
     DataSciCoding datasets of the paper's comparison with CAAFE (rows).
     """
-    return tuple(env_id for env_id, facts in _FACTS.items()
-                 if table in facts.paper_tables and _recorded(env_id) is not None)
+    return tuple(
+        env_id
+        for env_id, facts in _FACTS.items()
+        if table in facts.paper_tables and _recorded(env_id) is not None
+    )

@@ -56,15 +56,34 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EvalTask", "Study", "StudyError", "StudyResult", "TrainCell", "load_study",
-           "run_study"]
+__all__ = ["EvalTask", "Study", "StudyError", "StudyResult", "TrainCell", "load_study", "run_study"]
 
 #: Keys allowed in each table of a spec (anything else is a typo and an error).
-_STUDY_KEYS = {"name", "model", "preset", "seeds", "total_steps", "device", "env_executor",
-               "overrides"}
+_STUDY_KEYS = {
+    "name",
+    "model",
+    "preset",
+    "seeds",
+    "total_steps",
+    "device",
+    "env_executor",
+    "overrides",
+}
 _EVAL_KEYS = {"episodes", "greedy", "seeds", "action_timeout"}
-_GROUP_KEYS = {"name", "label", "agents", "envs", "seeds", "total_steps", "overrides",
-               "eval_envs", "eval", "preset", "model", "agent_kwargs"}
+_GROUP_KEYS = {
+    "name",
+    "label",
+    "agents",
+    "envs",
+    "seeds",
+    "total_steps",
+    "overrides",
+    "eval_envs",
+    "eval",
+    "preset",
+    "model",
+    "agent_kwargs",
+}
 #: Run-config fields a study must not override (the study sets them itself).
 _RESERVED = {"device", "env_executor"}
 
@@ -174,8 +193,12 @@ def _check_agent_spec(spec: str) -> str | None:
     return None
 
 
-def load_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
-               records: str | os.PathLike | None = None) -> Study:
+def load_study(
+    path: str | os.PathLike,
+    *,
+    out: str | os.PathLike | None = None,
+    records: str | os.PathLike | None = None,
+) -> Study:
     """Read and check a spec; raises :class:`StudyError` listing every problem.
 
     Args:
@@ -205,7 +228,7 @@ def load_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
     name = str(head.get("name") or path.stem)
     model = head.get("model")
     if not model:
-        problems.append("[study] needs model = \"<name, directory or hub id>\"")
+        problems.append('[study] needs model = "<name, directory or hub id>"')
     default_eval = spec.get("eval", {})
     unknown_keys(default_eval, _EVAL_KEYS, "[eval]")
     groups = spec.get("group", [])
@@ -242,8 +265,9 @@ def load_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
         overrides = {**head.get("overrides", {}), **group.get("overrides", {})}
         reserved = sorted(set(overrides) & _RESERVED)
         if reserved:
-            problems.append(f"{where}: overrides may not set {reserved}; use --device / "
-                            "[study] env_executor")
+            problems.append(
+                f"{where}: overrides may not set {reserved}; use --device / [study] env_executor"
+            )
         protocol = {**default_eval, **group.get("eval", {})}
         unknown_keys(group.get("eval", {}), _EVAL_KEYS, f"{where} eval")
         eval_envs = list(group.get("eval_envs", []))
@@ -253,9 +277,14 @@ def load_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
         for agent in agents:
             algorithm = trainable.get(str(agent).lower())
             if algorithm is None:
-                why = _check_agent_spec(agent) if ":" in agent else (
-                    f"not one of the trained agents {sorted(trainable)} and not an agent spec "
-                    "('module:Factory', 'lm:<model>')")
+                why = (
+                    _check_agent_spec(agent)
+                    if ":" in agent
+                    else (
+                        f"not one of the trained agents {sorted(trainable)} and not an agent spec "
+                        "('module:Factory', 'lm:<model>')"
+                    )
+                )
                 if why is not None:
                     problems.append(f"{where}: unknown agent {agent!r}: {why}")
                     continue
@@ -265,18 +294,29 @@ def load_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
                 if algorithm is None:  # evaluation only
                     key = f"{_slug(env_id)}__{_slug(agent)}"
                     if key in seen_evals:
-                        problems.append(f"{where}: duplicate cell {agent} on {env_id} (also in "
-                                        f"{seen_evals[key]})")
+                        problems.append(
+                            f"{where}: duplicate cell {agent} on {env_id} (also in "
+                            f"{seen_evals[key]})"
+                        )
                         continue
                     seen_evals[key] = where
-                    evals.append(EvalTask(
-                        key=key, env_id=env_id, episodes=int(protocol.get("episodes", 10)),
-                        greedy=bool(protocol.get("greedy", True)),
-                        eval_dir=str(out_dir / "evals" / key), records_dir=str(records_dir),
-                        agent=agent, seeds=tuple(int(s) for s in protocol.get("seeds", seeds)),
-                        action_timeout=protocol.get("action_timeout", 60.0), study=name,
-                        agent_kwargs_json=json.dumps(group.get("agent_kwargs", {}),
-                                                     sort_keys=True)))
+                    evals.append(
+                        EvalTask(
+                            key=key,
+                            env_id=env_id,
+                            episodes=int(protocol.get("episodes", 10)),
+                            greedy=bool(protocol.get("greedy", True)),
+                            eval_dir=str(out_dir / "evals" / key),
+                            records_dir=str(records_dir),
+                            agent=agent,
+                            seeds=tuple(int(s) for s in protocol.get("seeds", seeds)),
+                            action_timeout=protocol.get("action_timeout", 60.0),
+                            study=name,
+                            agent_kwargs_json=json.dumps(
+                                group.get("agent_kwargs", {}), sort_keys=True
+                            ),
+                        )
+                    )
                     continue
                 family = _family(env_id, preset)
                 config_class = algorithm.config_class
@@ -284,7 +324,8 @@ def load_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
                     problems.append(
                         f"{where}: agent {agent!r} has no preset {family!r} (its presets: "
                         f"{sorted(config_class.PRESETS)}); "
-                        + config_class.UNSUPPORTED.get(family, "check the spelling"))
+                        + config_class.UNSUPPORTED.get(family, "check the spelling")
+                    )
                     continue
                 try:
                     config_class.preset(family, **overrides)
@@ -293,39 +334,69 @@ def load_study(path: str | os.PathLike, *, out: str | os.PathLike | None = None,
                     continue
                 budget = group.get("total_steps", budgets.get(env_id))
                 if not isinstance(budget, int) or budget < 1:
-                    problems.append(f"{where}: no env-step budget for {env_id}; add it to "
-                                    "[study.total_steps] or the group's total_steps")
+                    problems.append(
+                        f"{where}: no env-step budget for {env_id}; add it to "
+                        "[study.total_steps] or the group's total_steps"
+                    )
                     continue
                 run_name = str(algorithm.name) + (f"__{_slug(label)}" if label else "")
                 group_dirs = []
                 for seed in seeds:
-                    identity = (algorithm.name, env_id, seed, json.dumps(overrides,
-                                sort_keys=True), budget, g_model, family)
+                    identity = (
+                        algorithm.name,
+                        env_id,
+                        seed,
+                        json.dumps(overrides, sort_keys=True),
+                        budget,
+                        g_model,
+                        family,
+                    )
                     run_dir = out_dir / "runs" / _slug(env_id) / run_name / f"seed{seed}"
                     if identity in seen_cells or str(run_dir) in seen_dirs:
-                        problems.append(f"{where}: duplicate cell {agent} on {env_id} seed "
-                                        f"{seed} (also in "
-                                        f"{seen_cells.get(identity) or seen_dirs[str(run_dir)]})")
+                        problems.append(
+                            f"{where}: duplicate cell {agent} on {env_id} seed "
+                            f"{seed} (also in "
+                            f"{seen_cells.get(identity) or seen_dirs[str(run_dir)]})"
+                        )
                         continue
                     seen_cells[identity] = seen_dirs[str(run_dir)] = where
-                    cells.append(TrainCell(algorithm.name, env_id, seed, budget, g_model, family,
-                                           json.dumps(overrides, sort_keys=True), label,
-                                           str(run_dir)))
+                    cells.append(
+                        TrainCell(
+                            algorithm.name,
+                            env_id,
+                            seed,
+                            budget,
+                            g_model,
+                            family,
+                            json.dumps(overrides, sort_keys=True),
+                            label,
+                            str(run_dir),
+                        )
+                    )
                     group_dirs.append(str(run_dir))
                 for target in eval_envs or [env_id]:
                     key = f"{_slug(target)}__{run_name}__trainedon-{_slug(env_id)}"
                     needs[key] = group_dirs
-                    evals.append(EvalTask(
-                        key=key, env_id=target, episodes=int(protocol.get("episodes", 10)),
-                        greedy=bool(protocol.get("greedy", True)),
-                        eval_dir=str(out_dir / "evals" / key), records_dir=str(records_dir),
-                        run_dirs=tuple(group_dirs),
-                        agent_name=run_name.replace("__", "-"),
-                        action_timeout=protocol.get("action_timeout", 60.0), study=name))
+                    evals.append(
+                        EvalTask(
+                            key=key,
+                            env_id=target,
+                            episodes=int(protocol.get("episodes", 10)),
+                            greedy=bool(protocol.get("greedy", True)),
+                            eval_dir=str(out_dir / "evals" / key),
+                            records_dir=str(records_dir),
+                            run_dirs=tuple(group_dirs),
+                            agent_name=run_name.replace("__", "-"),
+                            action_timeout=protocol.get("action_timeout", 60.0),
+                            study=name,
+                        )
+                    )
     problems = list(dict.fromkeys(problems))  # one line per problem, not per seed
     if problems:
-        raise StudyError(f"study spec {path} has {len(problems)} problem(s); nothing was run:\n"
-                         + "\n".join(f"  - {p}" for p in problems))
+        raise StudyError(
+            f"study spec {path} has {len(problems)} problem(s); nothing was run:\n"
+            + "\n".join(f"  - {p}" for p in problems)
+        )
     return Study(name, out_dir, records_dir, cells, evals, needs)
 
 
@@ -375,9 +446,19 @@ def _train_job(job: _TrainJob) -> dict[str, Any]:
     resume = (run_dir / "config.json").exists()
     started = time.perf_counter()
     try:
-        train(get_algorithm(cell.agent), cell.env_id, cell.model, total_steps=cell.total_steps, seed=cell.seed,
-              out=run_dir, resume=resume, overrides=overrides, preset=cell.preset,
-              progress=False, max_updates=job.max_updates)
+        train(
+            get_algorithm(cell.agent),
+            cell.env_id,
+            cell.model,
+            total_steps=cell.total_steps,
+            seed=cell.seed,
+            out=run_dir,
+            resume=resume,
+            overrides=overrides,
+            preset=cell.preset,
+            progress=False,
+            max_updates=job.max_updates,
+        )
     finally:  # an interrupted session's time counts too (a SIGKILL loses that session's)
         _add_wall_time(run_dir, time.perf_counter() - started)
     return {"run_dir": str(run_dir), "resumed": resume}
@@ -418,11 +499,16 @@ def _eval_job(task: EvalTask) -> str:
         configs = [json.loads((Path(r) / "config.json").read_text()) for r in task.run_dirs]
         wall = {str(c["seed"]): run_wall_time(r) for c, r in zip(configs, task.run_dirs)}
         record = record_from_runs(
-            list(task.run_dirs), episodes=task.episodes,
+            list(task.run_dirs),
+            episodes=task.episodes,
             env_id=task.env_id if task.env_id != configs[0]["env_id"] else None,
-            greedy=task.greedy, action_timeout=task.action_timeout, agent_name=task.agent_name,
-            out_dir=eval_dir, config={"study": study},
-            command=f"agentbench-poad study SPEC  # {task.study}: {task.key}")
+            greedy=task.greedy,
+            action_timeout=task.action_timeout,
+            agent_name=task.agent_name,
+            out_dir=eval_dir,
+            config={"study": study},
+            command=f"agentbench-poad study SPEC  # {task.study}: {task.key}",
+        )
         record["training"]["run_wall_time_s"] = wall
         known = [w for w in wall.values() if w is not None]
         record["training"]["wall_time_s"] = float(sum(known)) if known else None
@@ -430,12 +516,18 @@ def _eval_job(task: EvalTask) -> str:
         from agentbench_poad.leaderboard.protocol import Provenance, evaluate
 
         (record,) = evaluate(
-            task.agent, [task.env_id], seeds=list(task.seeds), episodes=task.episodes,
+            task.agent,
+            [task.env_id],
+            seeds=list(task.seeds),
+            episodes=task.episodes,
             agent_kwargs=json.loads(task.agent_kwargs_json),
-            action_timeout=task.action_timeout, out_dir=eval_dir,
+            action_timeout=task.action_timeout,
+            out_dir=eval_dir,
             provenance=Provenance(
                 config={"study": study},
-                command=f"agentbench-poad study SPEC  # {task.study}: {task.key}"))
+                command=f"agentbench-poad study SPEC  # {task.study}: {task.key}",
+            ),
+        )
     path = Path(task.records_dir) / f"{record['record_id']}.json"
     write_record(path, record)
     (eval_dir / "done.json").write_text(json.dumps({"record": str(path)}) + "\n")
@@ -491,9 +583,12 @@ def run_study(
             result.skipped_runs.append(cell.run_dir)
         else:
             todo.append(_TrainJob(cell, device, env_executor, max_updates))
-            log(f"{'resume' if state == 'partial' else 'train '} {cell.agent} "
-                f"{cell.env_id} seed {cell.seed} -> {cell.run_dir}")
+            log(
+                f"{'resume' if state == 'partial' else 'train '} {cell.agent} "
+                f"{cell.env_id} seed {cell.seed} -> {cell.run_dir}"
+            )
     with get_executor(executor, address=address, max_retries=max_retries) as runner:
+
         def failed(job: Any, attempt: int, error: str) -> None:
             log(f"FAILED (attempt {attempt}) {_describe(job)}: {error.splitlines()[0]}")
 
@@ -508,8 +603,11 @@ def run_study(
         for task in study.evals:
             if eval_done(task):
                 result.skipped_evals.append(task.key)
-            elif all(run_state(c) == "done" for c in study.cells
-                     if c.run_dir in study.needs.get(task.key, [])):
+            elif all(
+                run_state(c) == "done"
+                for c in study.cells
+                if c.run_dir in study.needs.get(task.key, [])
+            ):
                 ready.append(task)
                 log(f"evaluate {task.key}")
         if device:  # evaluation-only base-model agents run on the same device
@@ -540,6 +638,8 @@ def _describe(job: Any) -> str:
 def cells_table(study: Study) -> list[dict[str, Any]]:
     """The study's cells and their state (for ``study --dry-run``)."""
     rows = [{**asdict(c), "state": run_state(c)} for c in study.cells]
-    rows += [{"key": t.key, "env_id": t.env_id, "state": "done" if eval_done(t) else "todo"}
-             for t in study.evals]
+    rows += [
+        {"key": t.key, "env_id": t.env_id, "state": "done" if eval_done(t) else "todo"}
+        for t in study.evals
+    ]
     return rows

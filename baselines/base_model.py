@@ -39,8 +39,9 @@ class BaseModelFactory:
 
     def __init__(self, model: str) -> None:
         if not isinstance(model, str) or not model.strip():
-            raise ValueError("the lm: agent spec needs a model, e.g. 'lm:smollm2-135m' or "
-                             "'lm:path/to/model_dir'")
+            raise ValueError(
+                "the lm: agent spec needs a model, e.g. 'lm:smollm2-135m' or 'lm:path/to/model_dir'"
+            )
         self.model = model.strip()
         self.__name__ = f"{SPEC_PREFIX}{self.model}"
 
@@ -51,8 +52,15 @@ class BaseModelFactory:
         """What the leaderboard protocol records: the base model and whether it is greedy."""
         return {"base_model": self.model, "greedy": bool(agent_kwargs.get("greedy", False))}
 
-    def __call__(self, seed: int | None = 0, *, greedy: bool = False, dtype: str = "float32",
-                 device: str = "cpu", normalization: str = "word") -> BaseModelAgent:
+    def __call__(
+        self,
+        seed: int | None = 0,
+        *,
+        greedy: bool = False,
+        dtype: str = "float32",
+        device: str = "cpu",
+        normalization: str = "word",
+    ) -> BaseModelAgent:
         """A base-model agent (the keyword arguments are ``--agent-kwargs``).
 
         Args:
@@ -63,8 +71,7 @@ class BaseModelFactory:
             normalization: Restricted-action score normalisation (``"word"``, the paper's;
                 ``"token"``; ``"sum"``).
         """
-        policy = _load_policy(self.model, dtype=dtype, device=device,
-                              normalization=normalization)
+        policy = _load_policy(self.model, dtype=dtype, device=device, normalization=normalization)
         return BaseModelAgent(policy, self.model, greedy=greedy, seed=seed)
 
 
@@ -79,8 +86,9 @@ def _load_policy(model: str, *, dtype: str, device: str, normalization: str) -> 
     # A freshly added LoRA adapter has B = 0, so its output is exactly the base model's.
     # (``lora=None`` would also keep a second, frozen copy of all weights for a critic this
     # agent never uses.)
-    return LMPolicy(model, lora=LoraSettings(), dtype=dtype, device=device,
-                    normalization=normalization)
+    return LMPolicy(
+        model, lora=LoraSettings(), dtype=dtype, device=device, normalization=normalization
+    )
 
 
 class BaseModelAgent:
@@ -93,8 +101,9 @@ class BaseModelAgent:
         seed: Seed of the sampling generator; ``reset(seed=...)`` re-seeds it.
     """
 
-    def __init__(self, policy: Any, model: str, *, greedy: bool = False,
-                 seed: int | None = 0) -> None:
+    def __init__(
+        self, policy: Any, model: str, *, greedy: bool = False, seed: int | None = 0
+    ) -> None:
         self.policy = policy.as_agent(greedy=greedy, seed=seed)
         self.base_model = model
         self.greedy = greedy
@@ -109,8 +118,9 @@ class BaseModelAgent:
         """One action for one observation."""
         return self.policy.act(observation, available_actions)
 
-    def act_batch(self, observations: Sequence[str],
-                  available_actions: Sequence[Sequence[str] | None]) -> list[str]:
+    def act_batch(
+        self, observations: Sequence[str], available_actions: Sequence[Sequence[str] | None]
+    ) -> list[str]:
         """One action per observation (one batched scoring pass)."""
         return self.policy.act_batch(observations, available_actions)
 
@@ -126,12 +136,19 @@ def _version(model: str, normalization: str) -> str:
     return text
 
 
-def make_base_model_agent(model: str = "smollm2-135m", seed: int | None = 0, *,
-                          greedy: bool = False, dtype: str = "float32", device: str = "cpu",
-                          normalization: str = "word") -> BaseModelAgent:
+def make_base_model_agent(
+    model: str = "smollm2-135m",
+    seed: int | None = 0,
+    *,
+    greedy: bool = False,
+    dtype: str = "float32",
+    device: str = "cpu",
+    normalization: str = "word",
+) -> BaseModelAgent:
     """A base-model agent for ``model`` (the factory behind ``lm:MODEL``)."""
-    return BaseModelFactory(model)(seed, greedy=greedy, dtype=dtype, device=device,
-                                   normalization=normalization)
+    return BaseModelFactory(model)(
+        seed, greedy=greedy, dtype=dtype, device=device, normalization=normalization
+    )
 
 
 __all__ = ["SPEC_PREFIX", "BaseModelAgent", "BaseModelFactory", "make_base_model_agent"]

@@ -29,13 +29,34 @@ class NTPOConfig(PPOConfig):
     """
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "overcooked": {**_COMMON, "lr": 5e-7, "critic_lr": 1e-5, "gamma": 0.99,
-                       "entropy_coef": 0.01, "epochs": 5, "num_minibatches": 4},
-        "virtualhome": {**_COMMON, "lr": 1e-6, "critic_lr": 5e-5, "gamma": 0.95,
-                        "entropy_coef": 0.01, "epochs": 5, "num_minibatches": 2},
-        "datascicoding": {**_COMMON, "lr": 1e-6, "critic_lr": 5e-5, "gamma": 0.95,
-                          "entropy_coef": 0.01, "epochs": 1, "num_minibatches": 4,
-                          "max_new_tokens": 128},
+        "overcooked": {
+            **_COMMON,
+            "lr": 5e-7,
+            "critic_lr": 1e-5,
+            "gamma": 0.99,
+            "entropy_coef": 0.01,
+            "epochs": 5,
+            "num_minibatches": 4,
+        },
+        "virtualhome": {
+            **_COMMON,
+            "lr": 1e-6,
+            "critic_lr": 5e-5,
+            "gamma": 0.95,
+            "entropy_coef": 0.01,
+            "epochs": 5,
+            "num_minibatches": 2,
+        },
+        "datascicoding": {
+            **_COMMON,
+            "lr": 1e-6,
+            "critic_lr": 5e-5,
+            "gamma": 0.95,
+            "entropy_coef": 0.01,
+            "epochs": 1,
+            "num_minibatches": 4,
+            "max_new_tokens": 128,
+        },
     }
 
 

@@ -38,8 +38,15 @@ from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, pad_col
 __all__ = ["POAD", "POADConfig"]
 
 # Appendix J: shared by every table.
-_COMMON = {"num_envs": 4, "rollout_length": 32, "max_grad_norm": 0.5, "clip": 0.2,
-           "value_coef": 0.5, "target_kl": 0.02, "lam": 0.95}
+_COMMON = {
+    "num_envs": 4,
+    "rollout_length": 32,
+    "max_grad_norm": 0.5,
+    "clip": 0.2,
+    "value_coef": 0.5,
+    "target_kl": 0.02,
+    "lam": 0.95,
+}
 
 
 @dataclass
@@ -51,13 +58,34 @@ class POADConfig(PPOConfig):
     """
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "overcooked": {**_COMMON, "lr": 5e-7, "critic_lr": 1e-5, "gamma": 0.99,
-                       "entropy_coef": 0.01, "epochs": 5, "num_minibatches": 2},
-        "virtualhome": {**_COMMON, "lr": 1e-6, "critic_lr": 5e-5, "gamma": 0.95,
-                        "entropy_coef": 1e-4, "epochs": 5, "num_minibatches": 2},
-        "datascicoding": {**_COMMON, "lr": 1e-6, "critic_lr": 5e-5, "gamma": 0.95,
-                          "entropy_coef": 0.01, "epochs": 1, "num_minibatches": 4,
-                          "max_new_tokens": 128},
+        "overcooked": {
+            **_COMMON,
+            "lr": 5e-7,
+            "critic_lr": 1e-5,
+            "gamma": 0.99,
+            "entropy_coef": 0.01,
+            "epochs": 5,
+            "num_minibatches": 2,
+        },
+        "virtualhome": {
+            **_COMMON,
+            "lr": 1e-6,
+            "critic_lr": 5e-5,
+            "gamma": 0.95,
+            "entropy_coef": 1e-4,
+            "epochs": 5,
+            "num_minibatches": 2,
+        },
+        "datascicoding": {
+            **_COMMON,
+            "lr": 1e-6,
+            "critic_lr": 5e-5,
+            "gamma": 0.95,
+            "entropy_coef": 0.01,
+            "epochs": 1,
+            "num_minibatches": 4,
+            "max_new_tokens": 128,
+        },
     }
 
 
@@ -74,13 +102,18 @@ class POAD(PPOAgent):
 
     # -- critic ---------------------------------------------------------------------------------
     def make_critic(self, generator: torch.Generator) -> torch.nn.Module:
-        return TokenCritic(self.policy.hidden_size, self.config.critic_hidden_sizes,
-                           generator=generator)
+        return TokenCritic(
+            self.policy.hidden_size, self.config.critic_hidden_sizes, generator=generator
+        )
 
     # -- rollout --------------------------------------------------------------------------------
     @torch.no_grad()
-    def collect(self, prompts: Sequence[str], available_actions: Sequence[Sequence[str] | None],
-                generator: torch.Generator) -> list[StepRecord]:
+    def collect(
+        self,
+        prompts: Sequence[str],
+        available_actions: Sequence[Sequence[str] | None],
+        generator: torch.Generator,
+    ) -> list[StepRecord]:
         """Sample actions and record the value before each of their tokens."""
         samples = self.policy.act(list(prompts), list(available_actions), generator=generator)
         features, _ = self.policy.critic_features(list(prompts), [s.token_ids for s in samples])
@@ -89,13 +122,17 @@ class POAD(PPOAgent):
         for i, sample in enumerate(samples):
             # An empty generated action still has the state value before it (one entry).
             n = max(len(sample.token_ids), 1)
-            records.append(StepRecord(
-                prompt=prompts[i],
-                available_actions=None if available_actions[i] is None else list(available_actions[i]),
-                sample=sample,
-                values=values[i, :n].tolist(),
-                features=features[i, :n].clone(),
-            ))
+            records.append(
+                StepRecord(
+                    prompt=prompts[i],
+                    available_actions=None
+                    if available_actions[i] is None
+                    else list(available_actions[i]),
+                    sample=sample,
+                    values=values[i, :n].tolist(),
+                    features=features[i, :n].clone(),
+                )
+            )
         return records
 
     @torch.no_grad()
@@ -109,8 +146,14 @@ class POAD(PPOAgent):
         """Token-level GAE with the BAD backup (``intra_gamma = 1``)."""
         values, mask = buffer.value_grid()
         buffer.advantages, buffer.returns = token_level_gae(
-            buffer.rewards(), values, mask, buffer.dones(), buffer.next_values,
-            gamma=self.config.gamma, lam=self.config.lam, intra_gamma=self.intra_gamma(),
+            buffer.rewards(),
+            values,
+            mask,
+            buffer.dones(),
+            buffer.next_values,
+            gamma=self.config.gamma,
+            lam=self.config.lam,
+            intra_gamma=self.intra_gamma(),
         )
 
     # -- loss granularity: one PPO term per action token ----------------------------------------
@@ -119,7 +162,9 @@ class POAD(PPOAgent):
         width = values.shape[-1]
         size = buffer.num_samples
         token_ids = buffer.flat_samples("token_ids")
-        old = [torch.tensor(lp, dtype=torch.float32) for lp in buffer.flat_samples("token_log_probs")]
+        old = [
+            torch.tensor(lp, dtype=torch.float32) for lp in buffer.flat_samples("token_log_probs")
+        ]
         lengths = torch.tensor([len(t) for t in token_ids])
         mask = torch.arange(width)[None, :] < lengths[:, None]
         old_log_probs = torch.zeros(size, width)
@@ -136,17 +181,22 @@ class POAD(PPOAgent):
             old_values=flat(values),
             mask=mask,
             value_mask=torch.as_tensor(value_mask.reshape(size, width)),
-            extras={"prompts": buffer.flat("prompt"), "token_ids": token_ids,
-                    "features": buffer.flat("features")},
+            extras={
+                "prompts": buffer.flat("prompt"),
+                "token_ids": token_ids,
+                "features": buffer.flat("features"),
+            },
         )
 
     def evaluate_policy(self, batch: PPOBatch) -> PolicyEvaluation:
         """Per-token log-probs and full-vocabulary entropies of the stored action tokens."""
-        scored = self.policy.token_log_probs(list(batch.extras["prompts"]),
-                                             list(batch.extras["token_ids"]))
+        scored = self.policy.token_log_probs(
+            list(batch.extras["prompts"]), list(batch.extras["token_ids"])
+        )
         width = batch.mask.shape[1]
-        return PolicyEvaluation(pad_columns(scored.log_probs, width),
-                                pad_columns(scored.entropy, width))
+        return PolicyEvaluation(
+            pad_columns(scored.log_probs, width), pad_columns(scored.entropy, width)
+        )
 
     def evaluate_values(self, batch: PPOBatch) -> torch.Tensor:
         """The critic on the cached frozen features: one value per action token."""

@@ -44,15 +44,29 @@ class TWOSOMEConfig(PPOConfig):
     """
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "overcooked": {**_COMMON, "lr": 5e-7, "critic_lr": 1e-5, "gamma": 0.99,
-                       "entropy_coef": 0.01, "epochs": 1, "num_minibatches": 4},
-        "virtualhome": {**_COMMON, "lr": 1e-6, "critic_lr": 5e-5, "gamma": 0.95,
-                        "entropy_coef": 0.01, "epochs": 1, "num_minibatches": 4,
-                        "grad_accum_steps": 8},
+        "overcooked": {
+            **_COMMON,
+            "lr": 5e-7,
+            "critic_lr": 1e-5,
+            "gamma": 0.99,
+            "entropy_coef": 0.01,
+            "epochs": 1,
+            "num_minibatches": 4,
+        },
+        "virtualhome": {
+            **_COMMON,
+            "lr": 1e-6,
+            "critic_lr": 5e-5,
+            "gamma": 0.95,
+            "entropy_coef": 0.01,
+            "epochs": 1,
+            "num_minibatches": 4,
+            "grad_accum_steps": 8,
+        },
     }
     UNSUPPORTED: ClassVar[dict[str, str]] = {
         "datascicoding": "TWOSOME scores a list of offered actions and DataSciCoding is an "
-                         "open-action environment; train POAD or NTPO there",
+        "open-action environment; train POAD or NTPO there",
     }
 
 
@@ -65,13 +79,18 @@ class TWOSOME(PPOAgent):
 
     # -- critic ---------------------------------------------------------------------------------
     def make_critic(self, generator: torch.Generator) -> torch.nn.Module:
-        return ActionCritic(self.policy.hidden_size, self.config.critic_hidden_sizes,
-                            generator=generator)
+        return ActionCritic(
+            self.policy.hidden_size, self.config.critic_hidden_sizes, generator=generator
+        )
 
     # -- rollout --------------------------------------------------------------------------------
     @torch.no_grad()
-    def collect(self, prompts: Sequence[str], available_actions: Sequence[Sequence[str] | None],
-                generator: torch.Generator) -> list[StepRecord]:
+    def collect(
+        self,
+        prompts: Sequence[str],
+        available_actions: Sequence[Sequence[str] | None],
+        generator: torch.Generator,
+    ) -> list[StepRecord]:
         """Sample from the categorical over the offered actions; one value per observation."""
         if any(actions is None for actions in available_actions):
             self.check_environment("this environment", open_actions=True)
@@ -79,8 +98,13 @@ class TWOSOME(PPOAgent):
         features, _ = self.policy.critic_features(list(prompts))  # (B, 1, H)
         values = self.critic(features)  # (B,)
         return [
-            StepRecord(prompt=prompts[i], available_actions=list(available_actions[i]),
-                       sample=sample, values=[float(values[i])], features=features[i].clone())
+            StepRecord(
+                prompt=prompts[i],
+                available_actions=list(available_actions[i]),
+                sample=sample,
+                values=[float(values[i])],
+                features=features[i].clone(),
+            )
             for i, sample in enumerate(samples)
         ]
 
@@ -94,8 +118,12 @@ class TWOSOME(PPOAgent):
         """Action-level GAE: one advantage per action."""
         values, _ = buffer.value_grid()
         buffer.advantages, buffer.returns = action_level_gae(
-            buffer.rewards(), values[..., 0], buffer.dones(), buffer.next_values,
-            gamma=self.config.gamma, lam=self.config.lam,
+            buffer.rewards(),
+            values[..., 0],
+            buffer.dones(),
+            buffer.next_values,
+            gamma=self.config.gamma,
+            lam=self.config.lam,
         )
 
     # -- loss granularity: one PPO term per action ----------------------------------------------
@@ -104,8 +132,9 @@ class TWOSOME(PPOAgent):
         size = buffer.num_samples
 
         def column(x: Any) -> torch.Tensor:
-            return torch.as_tensor(np.asarray(x, dtype=np.float64).reshape(size, 1),
-                                   dtype=torch.float32)
+            return torch.as_tensor(
+                np.asarray(x, dtype=np.float64).reshape(size, 1), dtype=torch.float32
+            )
 
         return PPOBatch(
             old_log_probs=column(buffer.flat_samples("log_prob")),
@@ -113,16 +142,19 @@ class TWOSOME(PPOAgent):
             returns=column(buffer.returns),
             old_values=column(values[..., 0]),
             mask=torch.ones(size, 1, dtype=torch.bool),
-            extras={"prompts": buffer.flat("prompt"),
-                    "available_actions": buffer.flat("available_actions"),
-                    "index": buffer.flat_samples("index"),
-                    "features": buffer.flat("features")},
+            extras={
+                "prompts": buffer.flat("prompt"),
+                "available_actions": buffer.flat("available_actions"),
+                "index": buffer.flat_samples("index"),
+                "features": buffer.flat("features"),
+            },
         )
 
     def evaluate_policy(self, batch: PPOBatch) -> PolicyEvaluation:
         """Log-prob of the chosen action and the entropy of the candidate categorical."""
-        categoricals = self.policy.candidate_log_probs(list(batch.extras["prompts"]),
-                                                       list(batch.extras["available_actions"]))
+        categoricals = self.policy.candidate_log_probs(
+            list(batch.extras["prompts"]), list(batch.extras["available_actions"])
+        )
         chosen = torch.stack([c[i] for c, i in zip(categoricals, batch.extras["index"])])
         entropy = torch.stack([-(c.exp() * c).sum() for c in categoricals])
         return PolicyEvaluation(chosen[:, None], entropy[:, None])

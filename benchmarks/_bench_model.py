@@ -19,8 +19,9 @@ DEFAULT_MODEL_NAME = "smollm2-135m"
 MODEL_ENV_VAR = "AGENTBENCH_POAD_BENCH_MODEL"
 
 
-def resolve_model(requested: str | None, tiny_dir: tempfile.TemporaryDirectory | None = None,
-                  **tiny_kwargs: int) -> tuple[str, str]:
+def resolve_model(
+    requested: str | None, tiny_dir: tempfile.TemporaryDirectory | None = None, **tiny_kwargs: int
+) -> tuple[str, str]:
     """``(model, description)``: the requested model, the default one, or a fresh tiny model.
 
     Args:
@@ -44,4 +45,6 @@ def resolve_model(requested: str | None, tiny_dir: tempfile.TemporaryDirectory |
 
     directory = tiny_dir.name if tiny_dir is not None else tempfile.mkdtemp(prefix="bench-tiny-")
     path = init_tiny_model(Path(directory) / "tiny", seed=0, **tiny_kwargs)
-    return str(path), f"tiny random model {tiny_kwargs or ''} (no --model, {DEFAULT_MODEL_NAME} not cached)"
+    return str(
+        path
+    ), f"tiny random model {tiny_kwargs or ''} (no --model, {DEFAULT_MODEL_NAME} not cached)"

@@ -62,8 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="model directory (default: see above)")
     parser.add_argument("--env", default="Overcooked-TomatoLettuceSalad-v0")
     parser.add_argument("--num-envs", type=int, default=4, help="prompts scored per step")
-    parser.add_argument("--lora-layers", type=int, default=None,
-                        help="adapt only the top K decoder layers (PPOConfig.lora_layers)")
+    parser.add_argument(
+        "--lora-layers",
+        type=int,
+        default=None,
+        help="adapt only the top K decoder layers (PPOConfig.lora_layers)",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads on CPU")
     parser.add_argument("--repeats", type=int, default=10)
@@ -86,10 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     n_prompt = sum(len(p) for p in prompt_ids)
     n_cand = sum(len(c) for group in candidates for c in group)
     n_offered = sorted({len(a) for a in offered})
-    print(f"model: {described}; LoRA on {'all' if args.lora_layers is None else args.lora_layers}"
-          f" layers; threads {torch.get_num_threads()}; device {device}")
-    print(f"{args.env}: {len(prompts)} prompts ({n_prompt} tokens), {n_offered} offered actions "
-          f"each ({n_cand} candidate tokens)")
+    print(
+        f"model: {described}; LoRA on {'all' if args.lora_layers is None else args.lora_layers}"
+        f" layers; threads {torch.get_num_threads()}; device {device}"
+    )
+    print(
+        f"{args.env}: {len(prompts)} prompts ({n_prompt} tokens), {n_offered} offered actions "
+        f"each ({n_cand} candidate tokens)"
+    )
 
     # Correctness first: the shared-prefix log-probs equal one plain forward per candidate.
     with torch.no_grad():
@@ -122,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         policy.critic_features(prompts, [s.token_ids for s in samples])
 
     paths: dict[str, Callable[[], object]] = {
-        "prompt forward (anchor)": prompts_only, "act (scoring)": act,
+        "prompt forward (anchor)": prompts_only,
+        "act (scoring)": act,
         "act + critic features": act_and_critic,
     }
     times: dict[str, list[float]] = {name: [] for name in paths}
@@ -140,12 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     anchor = times["prompt forward (anchor)"]
     for name, values in times.items():
         ratios = [v / a for v, a in zip(values, anchor)]
-        print(f"{name:26s} median {statistics.median(values) * 1e3:7.1f} ms, min "
-              f"{min(values) * 1e3:7.1f} ms; x anchor: median {statistics.median(ratios):.2f}, "
-              f"min-time {min(values) / min(anchor):.2f}")
+        print(
+            f"{name:26s} median {statistics.median(values) * 1e3:7.1f} ms, min "
+            f"{min(values) * 1e3:7.1f} ms; x anchor: median {statistics.median(ratios):.2f}, "
+            f"min-time {min(values) / min(anchor):.2f}"
+        )
     scoring = statistics.median(v / a for v, a in zip(times["act (scoring)"], anchor))
-    print(f"ratio: {scoring:.2f}x of one prompt forward (goal <= 2x; median of {args.repeats} "
-          "interleaved runs)")
+    print(
+        f"ratio: {scoring:.2f}x of one prompt forward (goal <= 2x; median of {args.repeats} "
+        "interleaved runs)"
+    )
     return 0
 
 

@@ -35,7 +35,12 @@ def loop_token_gae(rewards, values, mask, dones, next_value, intra=INTRA):
             keep = 1.0 - dones[t, i]
             for j in reversed(range(n)):
                 if j == n - 1:
-                    g = rewards[t, i] + GAMMA * keep * next_first - values[t, i, j] + GAMMA * LAM * keep * g
+                    g = (
+                        rewards[t, i]
+                        + GAMMA * keep * next_first
+                        - values[t, i, j]
+                        + GAMMA * LAM * keep * g
+                    )
                 else:
                     g = intra * values[t, i, j + 1] - values[t, i, j] + intra * LAM * g
                 adv[t, i, j] = g
@@ -54,8 +59,12 @@ def best_of(fn, repeats):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch intra-op threads (default: torch's default)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads (default: torch's default)",
+    )
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -71,24 +80,41 @@ def main() -> None:
     small = np.arange(8) < np.minimum(lengths[:, :16], 8)[..., None]
     small_values = np.where(small, values[:, :16, :8], 0.0)
     for intra in (1.0, GAMMA):
-        got, _ = token_level_gae(rewards[:, :16], small_values, small, dones[:, :16],
-                                 next_value[:16], gamma=GAMMA, lam=LAM, intra_gamma=intra)
-        want = loop_token_gae(rewards[:, :16], small_values, small, dones[:, :16],
-                              next_value[:16], intra)
+        got, _ = token_level_gae(
+            rewards[:, :16],
+            small_values,
+            small,
+            dones[:, :16],
+            next_value[:16],
+            gamma=GAMMA,
+            lam=LAM,
+            intra_gamma=intra,
+        )
+        want = loop_token_gae(
+            rewards[:, :16], small_values, small, dones[:, :16], next_value[:16], intra
+        )
         assert np.allclose(got, want, atol=1e-10), "width 8: vectorised and loop results differ"
 
     tokens = int(mask.sum())
-    print(f"token_level_gae T={T} N={N} L={L} ({tokens} real tokens); torch threads: "
-          f"{torch.get_num_threads()}")
+    print(
+        f"token_level_gae T={T} N={N} L={L} ({tokens} real tokens); torch threads: "
+        f"{torch.get_num_threads()}"
+    )
     for name, intra in (("POAD/BAD, intra_gamma=1", 1.0), ("NTPO, intra_gamma=gamma", GAMMA)):
         loop_s, loop_adv = best_of(
-            lambda intra=intra: loop_token_gae(rewards, values, mask, dones, next_value, intra), 5)
+            lambda intra=intra: loop_token_gae(rewards, values, mask, dones, next_value, intra), 5
+        )
         vec_s, (vec_adv, _) = best_of(
-            lambda intra=intra: token_level_gae(rewards, values, mask, dones, next_value,
-                                                gamma=GAMMA, lam=LAM, intra_gamma=intra), 30)
+            lambda intra=intra: token_level_gae(
+                rewards, values, mask, dones, next_value, gamma=GAMMA, lam=LAM, intra_gamma=intra
+            ),
+            30,
+        )
         assert np.allclose(vec_adv, loop_adv, atol=1e-8), "vectorised and loop results differ"
-        print(f"[{name}] python loop: {loop_s * 1e3:.1f} ms ({tokens / loop_s:,.0f} tokens/s); "
-              f"vectorised: {vec_s * 1e3:.2f} ms ({tokens / vec_s:,.0f} tokens/s)")
+        print(
+            f"[{name}] python loop: {loop_s * 1e3:.1f} ms ({tokens / loop_s:,.0f} tokens/s); "
+            f"vectorised: {vec_s * 1e3:.2f} ms ({tokens / vec_s:,.0f} tokens/s)"
+        )
         print(f"[{name}] ratio: {loop_s / vec_s:.1f}x (target >= 50x)")
 
 

@@ -34,15 +34,17 @@ def airlines_like(rows: int = 2000, seed: int = 0) -> Dataset:
     """A 2000 x 7 binary table shaped like the pruned airlines task (3 nominal-code columns)."""
     rng = np.random.default_rng(seed)
     y = rng.integers(2, size=rows)
-    X = np.column_stack([
-        rng.integers(18, size=rows),                 # Airline
-        rng.integers(1, 7000, size=rows),            # Flight
-        rng.integers(293, size=rows),                # AirportFrom
-        rng.integers(293, size=rows),                # AirportTo
-        rng.integers(7, size=rows),                  # DayOfWeek
-        rng.integers(10, 1440, size=rows) + 60 * y,  # Time (weakly informative)
-        rng.integers(20, 650, size=rows),            # Length
-    ]).astype(np.float64)
+    X = np.column_stack(
+        [
+            rng.integers(18, size=rows),  # Airline
+            rng.integers(1, 7000, size=rows),  # Flight
+            rng.integers(293, size=rows),  # AirportFrom
+            rng.integers(293, size=rows),  # AirportTo
+            rng.integers(7, size=rows),  # DayOfWeek
+            rng.integers(10, 1440, size=rows) + 60 * y,  # Time (weakly informative)
+            rng.integers(20, 650, size=rows),  # Length
+        ]
+    ).astype(np.float64)
     names = ("Airline", "Flight", "AirportFrom", "AirportTo", "DayOfWeek", "Time", "Length")
     return Dataset("airlines", "Airlines", X, y, names, "synthetic")
 
@@ -72,8 +74,9 @@ def sandboxed(env: DataSciCodingEnv, action: str) -> float:
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step(action)
     if not terminated:
-        raise RuntimeError(f"the step failed: {info['failure_category']}: "
-                           f"{info['failure_message']}")
+        raise RuntimeError(
+            f"the step failed: {info['failure_category']}: {info['failure_message']}"
+        )
     return reward
 
 
@@ -102,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[tuple[str, object]] = [("process", "process"), ("docker per-call", "docker")]
     try:
-        rows.insert(0, ("docker warm pool", get_backend("docker", pool_size=args.pool_size,
-                                                         limits=limits)))
+        rows.insert(
+            0, ("docker warm pool", get_backend("docker", pool_size=args.pool_size, limits=limits))
+        )
     except SandboxUnavailable as exc:
         print(f"docker warm pool: unavailable ({exc})")
     for label, sandbox in rows:

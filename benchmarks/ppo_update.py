@@ -44,8 +44,9 @@ def _collect(algorithm: POAD, env_id: str, config: POADConfig) -> RolloutBuffer:
     generator = torch.Generator().manual_seed(0)
     buffer = RolloutBuffer(num_envs=config.num_envs)
     for _ in range(config.rollout_length):
-        records = algorithm.collect(observations, [i["available_actions"] for i in infos],
-                                    generator)
+        records = algorithm.collect(
+            observations, [i["available_actions"] for i in infos], generator
+        )
         for k, record in enumerate(records):
             obs, reward, terminated, truncated, info = envs[k].step(record.sample.text)
             record.reward, record.done = float(reward), bool(terminated or truncated)
@@ -67,11 +68,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--num-minibatches", type=int, default=2)
     parser.add_argument("--grad-accum-steps", type=int, default=1)
-    parser.add_argument("--lora-layers", type=int, default=None,
-                        help="adapt only the top K decoder layers (PPOConfig.lora_layers)")
-    parser.add_argument("--max-chunk-tokens", type=int, default=None,
-                        help="length-sorted policy chunks of at most N tokens "
-                             "(PPOConfig.max_chunk_tokens)")
+    parser.add_argument(
+        "--lora-layers",
+        type=int,
+        default=None,
+        help="adapt only the top K decoder layers (PPOConfig.lora_layers)",
+    )
+    parser.add_argument(
+        "--max-chunk-tokens",
+        type=int,
+        default=None,
+        help="length-sorted policy chunks of at most N tokens (PPOConfig.max_chunk_tokens)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--repeats", type=int, default=3, help="timed (anchor, update) pairs")
     parser.add_argument("--device", default="cpu")
@@ -86,12 +94,20 @@ def main(argv: list[str] | None = None) -> int:
         value = getattr(args, name)
         if value is not None:
             if name not in fields:
-                parser.error(f"--{name.replace('_', '-')} needs PPOConfig.{name} (not in this tree)")
+                parser.error(
+                    f"--{name.replace('_', '-')} needs PPOConfig.{name} (not in this tree)"
+                )
             options[name] = value
     config = POADConfig.preset(
-        "overcooked", num_envs=args.num_envs, rollout_length=args.rollout_length,
-        epochs=args.epochs, num_minibatches=args.num_minibatches,
-        grad_accum_steps=args.grad_accum_steps, target_kl=None, device=args.device, **options,
+        "overcooked",
+        num_envs=args.num_envs,
+        rollout_length=args.rollout_length,
+        epochs=args.epochs,
+        num_minibatches=args.num_minibatches,
+        grad_accum_steps=args.grad_accum_steps,
+        target_kl=None,
+        device=args.device,
+        **options,
     )
     policy = build_policy(config, model, seed=0)
     algorithm = POAD(config, policy, seed=0)
@@ -144,19 +160,29 @@ def main(argv: list[str] | None = None) -> int:
     ratios = [a / u for a, u in zip(anchor_s, update_s)]
 
     adapted = "all" if config.__dict__.get("lora_layers") is None else f"top {config.lora_layers}"
-    print(f"model: {described}; LoRA r={config.lora_r} on {','.join(config.lora_target_modules)} "
-          f"({adapted} layers); threads {torch.get_num_threads()}; device {policy.device}")
-    print(f"rollout: {args.env}, {len(sequences)} samples, {real_tokens // config.epochs} tokens "
-          f"per epoch ({sum(len(t) for t in tokens)} action tokens); {config.epochs} epoch(s) x "
-          f"{settings.num_minibatches} minibatches x {settings.grad_accum_steps} chunk(s); "
-          f"anchor padding {100 * (1 - real_tokens / padded_tokens):.0f}%")
-    print(f"plain HF forward+backward: median {statistics.median(anchor_s):.2f} s, min "
-          f"{min(anchor_s):.2f} s ({real_tokens / statistics.median(anchor_s):,.0f} tokens/s)")
-    print(f"PPO update:                median {statistics.median(update_s):.2f} s, min "
-          f"{min(update_s):.2f} s ({real_tokens / statistics.median(update_s):,.0f} tokens/s)")
-    print(f"ratio: {statistics.median(ratios):.2f} (median of {len(ratios)} interleaved pairs; "
-          f"min-time ratio {min(anchor_s) / min(update_s):.2f}) of plain forward+backward "
-          "throughput (goal >= 0.8)")
+    print(
+        f"model: {described}; LoRA r={config.lora_r} on {','.join(config.lora_target_modules)} "
+        f"({adapted} layers); threads {torch.get_num_threads()}; device {policy.device}"
+    )
+    print(
+        f"rollout: {args.env}, {len(sequences)} samples, {real_tokens // config.epochs} tokens "
+        f"per epoch ({sum(len(t) for t in tokens)} action tokens); {config.epochs} epoch(s) x "
+        f"{settings.num_minibatches} minibatches x {settings.grad_accum_steps} chunk(s); "
+        f"anchor padding {100 * (1 - real_tokens / padded_tokens):.0f}%"
+    )
+    print(
+        f"plain HF forward+backward: median {statistics.median(anchor_s):.2f} s, min "
+        f"{min(anchor_s):.2f} s ({real_tokens / statistics.median(anchor_s):,.0f} tokens/s)"
+    )
+    print(
+        f"PPO update:                median {statistics.median(update_s):.2f} s, min "
+        f"{min(update_s):.2f} s ({real_tokens / statistics.median(update_s):,.0f} tokens/s)"
+    )
+    print(
+        f"ratio: {statistics.median(ratios):.2f} (median of {len(ratios)} interleaved pairs; "
+        f"min-time ratio {min(anchor_s) / min(update_s):.2f}) of plain forward+backward "
+        "throughput (goal >= 0.8)"
+    )
     return 0
 
 

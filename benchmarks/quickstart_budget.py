@@ -41,8 +41,10 @@ def main() -> None:
         if not args.out:
             shutil.rmtree(root, ignore_errors=True)
     print(f"anchor (quickstart --tiny): {anchor:.1f}s; default quickstart: {full:.1f}s")
-    print(f"ratio: {full / anchor:.2f} (target <= 350, aim <= 115: default run vs its --tiny "
-          "anchor; 350 anchors = 15 min on the 2-core development machine)")
+    print(
+        f"ratio: {full / anchor:.2f} (target <= 350, aim <= 115: default run vs its --tiny "
+        "anchor; 350 anchors = 15 min on the 2-core development machine)"
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     submission = parse_action(BODY)
 
     local = get_backend(args.backend)
-    sequential = Grader(data.X, data.y, data.n_classes, sandbox=local, limits=limits,
-                        slots=MachineSlots(1))
+    sequential = Grader(
+        data.X, data.y, data.n_classes, sandbox=local, limits=limits, slots=MachineSlots(1)
+    )
     first = sequential.grade(submission)  # warm-up (imports, page cache)
     if not first.ok:
         print(f"the benchmark body failed: {first.message}", file=sys.stderr)
@@ -76,13 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     assert {g.reward for g in seq} == {g.reward for g in par}, "the grades differ"
     ratio = seq_s / par_s
     load = os.getloadavg()
-    print(f"{args.steps} DataSciCoding steps (breast-cancer, 50-tree forest, 5 splits), backend "
-          f"{first.backend}")
+    print(
+        f"{args.steps} DataSciCoding steps (breast-cancer, 50-tree forest, 5 splits), backend "
+        f"{first.backend}"
+    )
     print(f"one after another: {seq_s:8.2f} s  ({seq_s / args.steps:.2f} s/step)")
     print(f"Ray, {args.workers} workers:    {par_s:8.2f} s  ({par_s / args.steps:.2f} s/step)")
-    print(f"speed-up: {ratio:.2f}x (target >= {TARGET}x on {args.workers} cores; "
-          f"{os.cpu_count()} CPUs here, load average {load[0]:.1f} / {load[1]:.1f} / "
-          f"{load[2]:.1f})")
+    print(
+        f"speed-up: {ratio:.2f}x (target >= {TARGET}x on {args.workers} cores; "
+        f"{os.cpu_count()} CPUs here, load average {load[0]:.1f} / {load[1]:.1f} / "
+        f"{load[2]:.1f})"
+    )
     return 0
 
 

@@ -34,8 +34,12 @@ def make_inputs(rows: int = 2000, cols: int = 20, trees: int = 100) -> dict[str,
     x = rng.normal(size=(rows, cols))
     y = (x[:, :3].sum(axis=1) + rng.normal(scale=0.5, size=rows) > 0).astype(np.int64)
     half = rows // 2
-    return {"x_train": x[:half], "y_train": y[:half], "x_test": x[half:],
-            "trees": np.array([trees])}
+    return {
+        "x_train": x[:half],
+        "y_train": y[:half],
+        "x_test": x[half:],
+        "trees": np.array([trees]),
+    }
 
 
 def calibrate_trees(target_s: float = 1.0, probe: int = 50) -> int:
@@ -59,8 +63,13 @@ def time_backend(backend, inputs: dict[str, np.ndarray], repeats: int, limits) -
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        result = backend.run(SOURCE, "build_and_predict", inputs, limits=limits,
-                             output_shapes={"output": (len(inputs["x_test"]),)})
+        result = backend.run(
+            SOURCE,
+            "build_and_predict",
+            inputs,
+            limits=limits,
+            output_shapes={"output": (len(inputs["x_test"]),)},
+        )
         times.append(time.perf_counter() - start)
         if not result.ok:
             raise SystemExit(f"{backend.name} run failed: {result.category}: {result.message}")
@@ -72,11 +81,19 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--trees", type=int, default=0,
-                        help="forest size; 0 calibrates it so the in-process fit takes ~1 s")
-    parser.add_argument("--pool-wait", type=float, default=5.0,
-                        help="seconds given to the pool to refill between calls, as between "
-                             "agent steps (refills are off the critical path)")
+    parser.add_argument(
+        "--trees",
+        type=int,
+        default=0,
+        help="forest size; 0 calibrates it so the in-process fit takes ~1 s",
+    )
+    parser.add_argument(
+        "--pool-wait",
+        type=float,
+        default=5.0,
+        help="seconds given to the pool to refill between calls, as between "
+        "agent steps (refills are off the critical path)",
+    )
     args = parser.parse_args(argv)
     trees = args.trees or calibrate_trees()
     print(f"RandomForest with {trees} trees on a 2000 x 20 table (fit on 1000 rows)")
@@ -91,8 +108,13 @@ def main(argv: list[str] | None = None) -> int:
         with get_backend("docker") as docker_backend:
             time_backend(docker_backend, inputs, 1, limits)  # page cache warm-up
             per_call = time_backend(docker_backend, inputs, args.repeats, limits)
-        rows.append(("(b) docker per call", per_call, f"adds {per_call - anchor:+.3f} s "
-                     f"(target: adds <= 1 s)"))
+        rows.append(
+            (
+                "(b) docker per call",
+                per_call,
+                f"adds {per_call - anchor:+.3f} s (target: adds <= 1 s)",
+            )
+        )
         with get_backend("docker", pool_size=1, limits=limits) as pool:
             times = []
             for _ in range(args.repeats):

@@ -25,8 +25,10 @@ BEST_CODE_LABEL = "best code found during training (not the final policy)"
 def read_run_config(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / "config.json"
     if not path.exists():
-        raise RecordError(f"{run_dir} is not a training run dir (no config.json); make one "
-                          "with `agentbench-poad train` or agentbench_poad.rl.trainer.train()")
+        raise RecordError(
+            f"{run_dir} is not a training run dir (no config.json); make one "
+            "with `agentbench-poad train` or agentbench_poad.rl.trainer.train()"
+        )
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
@@ -103,10 +105,15 @@ def combine_curves(curves: Sequence[Sequence[tuple[float, float]]]) -> dict[str,
     for step in sorted(by_step):
         values = by_step[step]
         mean, se = mean_stderr(values)
-        points.append({"step": step, "mean": mean, "low": mean - se, "high": mean + se,
-                       "n": len(values)})
-    return {"x": "env steps", "y": "greedy evaluation return",
-            "spread": "mean +- standard error over training seeds", "points": points}
+        points.append(
+            {"step": step, "mean": mean, "low": mean - se, "high": mean + se, "n": len(values)}
+        )
+    return {
+        "x": "env steps",
+        "y": "greedy evaluation return",
+        "spread": "mean +- standard error over training seeds",
+        "points": points,
+    }
 
 
 def read_best_code(run_dir: Path) -> dict[str, Any] | None:
@@ -192,14 +199,17 @@ def record_from_runs(
     for key in ("agent", "env_id", "model"):
         values = {json.dumps(c.get(key), sort_keys=True, default=str) for c in configs}
         if len(values) > 1:
-            raise RecordError(f"the runs differ in {key!r} ({sorted(values)}); a record "
-                              "combines runs of one agent, env and model only")
+            raise RecordError(
+                f"the runs differ in {key!r} ({sorted(values)}); a record "
+                "combines runs of one agent, env and model only"
+            )
     runs: dict[str, str] = {}
     for run_dir, cfg in zip(run_dirs, configs):
         seed = int(cfg.get("seed", len(runs)))
         if str(seed) in runs:
-            raise RecordError(f"two runs share training seed {seed}: {runs[str(seed)]} "
-                              f"and {run_dir}")
+            raise RecordError(
+                f"two runs share training seed {seed}: {runs[str(seed)]} and {run_dir}"
+            )
         runs[str(seed)] = _stored_run_path(run_dir)
     train_env = first.get("env_id")
     eval_env = env_id or train_env
@@ -209,14 +219,20 @@ def record_from_runs(
         env_kwargs = dict(first.get("env_kwargs") or {})  # the env the runs trained on
     agent = str(agent_name or first.get("agent") or "agent")
     model = first.get("model")
-    base_model = model if isinstance(model, str) else (model or {}).get("name") if isinstance(
-        model, dict) else None
+    base_model = (
+        model
+        if isinstance(model, str)
+        else (model or {}).get("name")
+        if isinstance(model, dict)
+        else None
+    )
     curve = combine_curves([read_learning_curve(r) for r in run_dirs])
     best = [b | {"seed": int(s)} for s, r in runs.items() if (b := read_best_code(Path(r)))]
     best_code = max(best, key=lambda b: b["reward"]) if best else None
     total_steps = first.get("total_steps")
     training = {
-        "env_id": train_env, "runs": list(runs.values()),
+        "env_id": train_env,
+        "runs": list(runs.values()),
         "total_steps": int(total_steps) if isinstance(total_steps, (int, float)) else None,
         "best_code": best_code,
     }
@@ -224,15 +240,24 @@ def record_from_runs(
     if env_id and train_env and env_id != train_env:
         suffix = f"trainedon-{env_facts(str(train_env)).task}"
     plan = EvaluationPlan(
-        agent="agentbench_poad.leaderboard.from_run:load_run_agent", env_ids=(eval_env,),
-        seeds=tuple(int(s) for s in runs), episodes=episodes,
-        agent_kwargs={"runs": runs, "greedy": greedy}, env_kwargs=env_kwargs or {},
-        action_timeout=action_timeout, batch_size=batch_size,
+        agent="agentbench_poad.leaderboard.from_run:load_run_agent",
+        env_ids=(eval_env,),
+        seeds=tuple(int(s) for s in runs),
+        episodes=episodes,
+        agent_kwargs={"runs": runs, "greedy": greedy},
+        env_kwargs=env_kwargs or {},
+        action_timeout=action_timeout,
+        batch_size=batch_size,
     )
     provenance = Provenance(
-        agent_name=agent, base_model=base_model, adapter="LoRA (last checkpoint of each run)",
-        greedy=greedy, learning_curve=curve if eval_env == train_env else None,
-        training=training, config={"training_config": first, **(config or {})},
-        command=command, record_suffix=suffix,
+        agent_name=agent,
+        base_model=base_model,
+        adapter="LoRA (last checkpoint of each run)",
+        greedy=greedy,
+        learning_curve=curve if eval_env == train_env else None,
+        training=training,
+        config={"training_config": first, **(config or {})},
+        command=command,
+        record_suffix=suffix,
     )
     return evaluate_plan(plan, provenance, progress=progress, out_dir=out_dir)[0]

@@ -118,9 +118,14 @@ class EvaluationPlan:
     def cell(self, env_id: str, seed: int) -> EvaluationRequest:
         """The runner's request for one (env id, seed) cell of this plan."""
         return EvaluationRequest(
-            agent=self.agent, env_id=env_id, seed=seed, episodes=self.episodes,
-            agent_kwargs=self.agent_kwargs, env_kwargs=self.env_kwargs,
-            action_timeout=self.action_timeout, batch_size=self.batch_size,
+            agent=self.agent,
+            env_id=env_id,
+            seed=seed,
+            episodes=self.episodes,
+            agent_kwargs=self.agent_kwargs,
+            env_kwargs=self.env_kwargs,
+            action_timeout=self.action_timeout,
+            batch_size=self.batch_size,
         )
 
 
@@ -186,8 +191,9 @@ class _Partial:
             lines = path.read_text(encoding="utf-8").splitlines()
             header = json.loads(lines[0]) if lines else {}
             if header.get("fingerprint") != fingerprint:
-                warnings.warn(f"{path} belongs to a different evaluation; starting over",
-                              stacklevel=3)
+                warnings.warn(
+                    f"{path} belongs to a different evaluation; starting over", stacklevel=3
+                )
                 path.unlink()
             else:
                 for line in lines[1:]:
@@ -236,9 +242,14 @@ def evaluate(
         One record dict per env id, validated against the schema.
     """
     plan = EvaluationPlan(
-        agent=agent, env_ids=(env_ids,) if isinstance(env_ids, str) else tuple(env_ids),
-        seeds=tuple(seeds), episodes=episodes, agent_kwargs=agent_kwargs or {},
-        env_kwargs=env_kwargs or {}, action_timeout=action_timeout, batch_size=batch_size,
+        agent=agent,
+        env_ids=(env_ids,) if isinstance(env_ids, str) else tuple(env_ids),
+        seeds=tuple(seeds),
+        episodes=episodes,
+        agent_kwargs=agent_kwargs or {},
+        env_kwargs=env_kwargs or {},
+        action_timeout=action_timeout,
+        batch_size=batch_size,
     )
     return evaluate_plan(plan, provenance, out_dir=out_dir, progress=progress)
 
@@ -267,13 +278,19 @@ def evaluate_plan(
 
     provenance = _declared(plan, provenance or Provenance())
     if out_dir is not None and Path(out_dir).suffix == ".json" and len(plan.env_ids) > 1:
-        raise ValueError(f"out_dir {out_dir} names one file but {len(plan.env_ids)} env ids were "
-                         "given; pass a folder")
+        raise ValueError(
+            f"out_dir {out_dir} names one file but {len(plan.env_ids)} env ids were "
+            "given; pass a folder"
+        )
     if isinstance(plan.agent, str):
         load_factory(plan.agent)  # a bad spec fails before any env is made
     records = []
-    bar = tqdm(total=len(plan.env_ids) * len(plan.seeds) * plan.episodes, disable=not progress,
-               desc="evaluate", unit="ep")
+    bar = tqdm(
+        total=len(plan.env_ids) * len(plan.seeds) * plan.episodes,
+        disable=not progress,
+        desc="evaluate",
+        unit="ep",
+    )
     try:
         for env_id in plan.env_ids:
             records.append(_record_env(plan, env_id, provenance, out_dir, bar))
@@ -293,41 +310,54 @@ def _probe_name(plan: EvaluationPlan, env_id: str) -> str:
         env.close()
 
 
-def _record_env(plan: EvaluationPlan, env_id: str, provenance: Provenance,
-                out_dir: Path | str | None, bar: Any) -> dict[str, Any]:
+def _record_env(
+    plan: EvaluationPlan, env_id: str, provenance: Provenance, out_dir: Path | str | None, bar: Any
+) -> dict[str, Any]:
     """Play every seed's cell of one env id (resuming from the partial file) and write the record."""
     start = time.perf_counter()
     name = provenance.agent_name
     if name is None and out_dir is not None and Path(out_dir).suffix != ".json":
         name = _probe_name(plan, env_id)  # the partial file is named after the record id
     # For a ``.json`` out_dir the path does not depend on the record id (nor on the name).
-    record_path = output_path(out_dir, make_record_id(env_id, name or "agent",
-                                                      provenance.base_model,
-                                                      provenance.record_suffix))
-    fingerprint = _fingerprint({
-        "env": env_id, "env_kwargs": dict(plan.env_kwargs),
-        "agent": plan.spec or name or _qualname(plan.agent),
-        "agent_kwargs": dict(plan.agent_kwargs), "seeds": list(plan.seeds),
-        "episodes": plan.episodes, "timeout": plan.action_timeout,
-        "batch_size": plan.batch_size,
-    })
-    partial = _Partial(record_path.with_suffix(".partial.jsonl") if record_path else None,
-                       fingerprint)
+    record_path = output_path(
+        out_dir,
+        make_record_id(env_id, name or "agent", provenance.base_model, provenance.record_suffix),
+    )
+    fingerprint = _fingerprint(
+        {
+            "env": env_id,
+            "env_kwargs": dict(plan.env_kwargs),
+            "agent": plan.spec or name or _qualname(plan.agent),
+            "agent_kwargs": dict(plan.agent_kwargs),
+            "seeds": list(plan.seeds),
+            "episodes": plan.episodes,
+            "timeout": plan.action_timeout,
+            "batch_size": plan.batch_size,
+        }
+    )
+    partial = _Partial(
+        record_path.with_suffix(".partial.jsonl") if record_path else None, fingerprint
+    )
     cells: list[CellResult] = []
     for seed in plan.seeds:
-        done = {index: EpisodeResult.from_entry(entry)
-                for (s, index), entry in partial.done.items() if s == seed}
+        done = {
+            index: EpisodeResult.from_entry(entry)
+            for (s, index), entry in partial.done.items()
+            if s == seed
+        }
         bar.update(len(done))
 
-        def finished(episode: EpisodeResult, seed: int = seed,
-                     counted: frozenset[int] = frozenset(done)) -> None:
+        def finished(
+            episode: EpisodeResult, seed: int = seed, counted: frozenset[int] = frozenset(done)
+        ) -> None:
             partial.add(seed, episode.to_entry())
             if episode.index not in counted:  # a replayed batch may hold counted episodes
                 bar.update(1)
 
         cells.append(evaluate_cell(plan.cell(env_id, seed), done=done, on_episode=finished))
-    record = build_record(plan, env_id, cells, provenance,
-                          wall_time_s=time.perf_counter() - start, agent_name=name)
+    record = build_record(
+        plan, env_id, cells, provenance, wall_time_s=time.perf_counter() - start, agent_name=name
+    )
     if record_path is not None:
         write_record(record_path, record)
         partial.remove()
@@ -338,9 +368,15 @@ def _record_env(plan: EvaluationPlan, env_id: str, provenance: Provenance,
     return record
 
 
-def build_record(plan: EvaluationPlan, env_id: str, cells: Sequence[CellResult],
-                 provenance: Provenance | None = None, *, wall_time_s: float = 0.0,
-                 agent_name: str | None = None) -> dict[str, Any]:
+def build_record(
+    plan: EvaluationPlan,
+    env_id: str,
+    cells: Sequence[CellResult],
+    provenance: Provenance | None = None,
+    *,
+    wall_time_s: float = 0.0,
+    agent_name: str | None = None,
+) -> dict[str, Any]:
     """The run record of one env id from its cells (one per seed of the plan, in seed order).
 
     Executors that play the cells elsewhere (:meth:`EvaluationPlan.cell` gives each request)
@@ -356,8 +392,10 @@ def build_record(plan: EvaluationPlan, env_id: str, cells: Sequence[CellResult],
     """
     provenance = _declared(plan, provenance or Provenance())
     if [cell.seed for cell in cells] != list(plan.seeds) or any(c.env_id != env_id for c in cells):
-        raise ValueError(f"the cells ({[(c.env_id, c.seed) for c in cells]}) are not the plan's "
-                         f"seeds {list(plan.seeds)} on {env_id}")
+        raise ValueError(
+            f"the cells ({[(c.env_id, c.seed) for c in cells]}) are not the plan's "
+            f"seeds {list(plan.seeds)} on {env_id}"
+        )
     name = agent_name or provenance.agent_name or cells[0].agent_name
     first = next((cell for cell in cells if cell.open_action), cells[0])
     metric, spec = first.metric, plan.spec
@@ -365,15 +403,27 @@ def build_record(plan: EvaluationPlan, env_id: str, cells: Sequence[CellResult],
     facts = env_facts(env_id)
     return new_record(
         record_id=make_record_id(env_id, name, provenance.base_model, provenance.record_suffix),
-        env={"id": env_id, "version": facts.version, "family": facts.family,
-             "open_action": first.open_action},
-        agent={"name": name, "version": first.agent_version, "spec": spec,
-               "kwargs": _jsonable(dict(plan.agent_kwargs))},
+        env={
+            "id": env_id,
+            "version": facts.version,
+            "family": facts.family,
+            "open_action": first.open_action,
+        },
+        agent={
+            "name": name,
+            "version": first.agent_version,
+            "spec": spec,
+            "kwargs": _jsonable(dict(plan.agent_kwargs)),
+        },
         model={"base": provenance.base_model, "adapter": provenance.adapter},
         protocol={
-            "seeds": list(plan.seeds), "episodes_per_seed": plan.episodes, "metric": metric,
-            "success": first.success_rule, "action_timeout_s": plan.action_timeout,
-            "greedy": provenance.greedy, "reset_seed_rule": RESET_SEED_RULE,
+            "seeds": list(plan.seeds),
+            "episodes_per_seed": plan.episodes,
+            "metric": metric,
+            "success": first.success_rule,
+            "action_timeout_s": plan.action_timeout,
+            "greedy": provenance.greedy,
+            "reset_seed_rule": RESET_SEED_RULE,
             "batch_size": first.batch_size,
         },
         scores={"metric": metric, **summarize_seeds(per_seed), "per_seed": per_seed},
@@ -381,9 +431,13 @@ def build_record(plan: EvaluationPlan, env_id: str, cells: Sequence[CellResult],
         training=provenance.training,
         wall_time_s=wall_time_s,
         config={
-            "env_id": env_id, "env_kwargs": _jsonable(dict(plan.env_kwargs)), "agent_spec": spec,
-            "agent_kwargs": _jsonable(dict(plan.agent_kwargs)), "seeds": list(plan.seeds),
-            "episodes": plan.episodes, "action_timeout_s": plan.action_timeout,
+            "env_id": env_id,
+            "env_kwargs": _jsonable(dict(plan.env_kwargs)),
+            "agent_spec": spec,
+            "agent_kwargs": _jsonable(dict(plan.agent_kwargs)),
+            "seeds": list(plan.seeds),
+            "episodes": plan.episodes,
+            "action_timeout_s": plan.action_timeout,
             **_jsonable(dict(provenance.config)),
         },
         command=provenance.command or "agentbench_poad.leaderboard.evaluate(...)",

@@ -63,7 +63,10 @@ def git_commit(path: Path | None = None) -> tuple[str | None, bool | None]:
             return None, None
         status = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=where, capture_output=True, text=True, timeout=10,
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
         dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
         return commit.stdout.strip(), dirty
@@ -109,8 +112,9 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
 
 
-def make_record_id(env_id: str, agent_name: str, base_model: str | None = None,
-                   suffix: str | None = None) -> str:
+def make_record_id(
+    env_id: str, agent_name: str, base_model: str | None = None, suffix: str | None = None
+) -> str:
     """``<env id>__<agent>[__<model>][__<suffix>]``: stable, so re-adding replaces, not duplicates."""
     parts = [env_id, agent_name]
     if base_model:
@@ -193,8 +197,9 @@ def load_records(store: Path | str | None = None) -> list[dict[str, Any]]:
     return records
 
 
-def add_record(record: dict[str, Any], store: Path | str | None = None,
-               replace: bool = False) -> Path:
+def add_record(
+    record: dict[str, Any], store: Path | str | None = None, replace: bool = False
+) -> Path:
     """Validate and write ``record`` into the store as ``<record_id>.json``.
 
     Raises:
@@ -221,8 +226,10 @@ def find_record(record_id: str, store: Path | str | None = None) -> dict[str, An
         known = [p.stem for p in iter_record_files(store)]
         close = [k for k in known if record_id.lower() in k.lower()][:5]
         hint = f"; did you mean: {', '.join(close)}" if close else ""
-        raise RecordError(f"no record {record_id!r} in {store_path(store)}{hint} "
-                          "(see `agentbench-poad leaderboard list`)")
+        raise RecordError(
+            f"no record {record_id!r} in {store_path(store)}{hint} "
+            "(see `agentbench-poad leaderboard list`)"
+        )
     record = read_record(path)
     record["_path"] = str(path)
     return record

@@ -72,9 +72,22 @@ RECORD_SCHEMA: dict[str, Any] = {
     "title": "agentbench-poad run record",
     "type": "object",
     "required": [
-        "schema_version", "kind", "record_id", "created_at", "env", "agent", "model",
-        "protocol", "scores", "learning_curve", "training", "wall_time_s", "hardware",
-        "software", "config", "command",
+        "schema_version",
+        "kind",
+        "record_id",
+        "created_at",
+        "env",
+        "agent",
+        "model",
+        "protocol",
+        "scores",
+        "learning_curve",
+        "training",
+        "wall_time_s",
+        "hardware",
+        "software",
+        "config",
+        "command",
     ],
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
@@ -122,8 +135,14 @@ RECORD_SCHEMA: dict[str, Any] = {
         },
         "scores": {
             "type": "object",
-            "required": ["metric", "mean", "stderr", "success_rate", "success_rate_stderr",
-                         "per_seed"],
+            "required": [
+                "metric",
+                "mean",
+                "stderr",
+                "success_rate",
+                "success_rate_stderr",
+                "per_seed",
+            ],
             "properties": {
                 "metric": {"enum": ["return", "final_auc"]},
                 "mean": {"type": "number"},
@@ -208,8 +227,9 @@ def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
     import jsonschema
 
     if not isinstance(record, dict):
-        raise RecordError(f"{source}: not a run record (a JSON object is expected, "
-                          f"got {type(record).__name__})")
+        raise RecordError(
+            f"{source}: not a run record (a JSON object is expected, got {type(record).__name__})"
+        )
     if record.get("kind") != RECORD_KIND:
         raise RecordError(
             f"{source}: not an agentbench-poad run record (kind={record.get('kind')!r}, "

@@ -28,16 +28,21 @@ from typing import Any
 from agentbench_poad.evaluation import CellResult, EpisodeResult, EvaluationRequest, evaluate_cell
 from agentbench_poad.executors import CellOutcome, Executor, LocalExecutor
 
-__all__ = ["SweepResult", "cell_from_json", "cell_key", "cell_to_json", "evaluate_grid",
-           "run_cell"]
+__all__ = ["SweepResult", "cell_from_json", "cell_key", "cell_to_json", "evaluate_grid", "run_cell"]
 
 
 def cell_key(request: EvaluationRequest) -> str:
     """A stable file name for a request's result (what it plays, not who runs it)."""
-    data = {"agent": request.agent, "env": request.env_id, "seed": request.seed,
-            "episodes": request.episodes, "agent_kwargs": dict(request.agent_kwargs),
-            "env_kwargs": dict(request.env_kwargs), "timeout": request.action_timeout,
-            "batch_size": request.batch_size}
+    data = {
+        "agent": request.agent,
+        "env": request.env_id,
+        "seed": request.seed,
+        "episodes": request.episodes,
+        "agent_kwargs": dict(request.agent_kwargs),
+        "env_kwargs": dict(request.env_kwargs),
+        "timeout": request.action_timeout,
+        "batch_size": request.batch_size,
+    }
     digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=repr).encode()).hexdigest()
     return f"{request.env_id}__seed{request.seed}__{digest[:16]}"
 
@@ -102,11 +107,15 @@ def evaluate_grid(
     from agentbench_poad.leaderboard.schema import validate_record
 
     if not isinstance(plan.agent, str):
-        raise TypeError("evaluate_grid needs the plan's agent as a 'module:Factory' spec "
-                        "(cells go to workers that rebuild the agent from it)")
+        raise TypeError(
+            "evaluate_grid needs the plan's agent as a 'module:Factory' spec "
+            "(cells go to workers that rebuild the agent from it)"
+        )
     if out_dir is not None and Path(out_dir).suffix == ".json" and len(plan.env_ids) > 1:
-        raise ValueError(f"out_dir {out_dir} names one file but {len(plan.env_ids)} env ids "
-                         "were given; pass a folder")
+        raise ValueError(
+            f"out_dir {out_dir} names one file but {len(plan.env_ids)} env ids "
+            "were given; pass a folder"
+        )
     requests = [plan.cell(env_id, seed) for env_id in plan.env_ids for seed in plan.seeds]
     cell_dir = None
     if out_dir is not None:
@@ -144,8 +153,9 @@ def evaluate_grid(
         if not all(k in done for k in keys):
             continue  # a failed cell: this record is never written as complete
         cells = [done[k] for k in keys]
-        record = build_record(plan, env_id, cells, provenance,
-                              wall_time_s=float(sum(c.wall_time_s for c in cells)))
+        record = build_record(
+            plan, env_id, cells, provenance, wall_time_s=float(sum(c.wall_time_s for c in cells))
+        )
         validate_record(record, source=f"record {record['record_id']}")
         result.records.append(record)
         path = output_path(out_dir, record["record_id"])

@@ -40,10 +40,12 @@ class VerifyResult:
 
     def summary(self) -> str:
         verdict = "REPRODUCED" if self.reproduced else "NOT REPRODUCED"
-        return (f"{verdict}: {self.record_id}: re-ran {self.sampled} episode(s); recorded mean "
-                f"{self.recorded_mean:.4f}, re-run mean {self.rerun_mean:.4f}, difference "
-                f"{self.difference:+.4f} (tolerance {self.tolerance:.4f}); "
-                f"{self.exact_matches}/{self.sampled} episodes identical")
+        return (
+            f"{verdict}: {self.record_id}: re-ran {self.sampled} episode(s); recorded mean "
+            f"{self.recorded_mean:.4f}, re-run mean {self.rerun_mean:.4f}, difference "
+            f"{self.difference:+.4f} (tolerance {self.tolerance:.4f}); "
+            f"{self.exact_matches}/{self.sampled} episodes identical"
+        )
 
 
 def sample_indices(total: int, k: int) -> list[int]:
@@ -53,9 +55,14 @@ def sample_indices(total: int, k: int) -> list[int]:
     return sorted({round(i * (total - 1) / max(k - 1, 1)) for i in range(k)})
 
 
-def verify_record(record: dict[str, Any], *, episodes_per_seed: int = 3,
-                  max_seeds: int | None = None, action_timeout: float | None = None,
-                  progress: bool = False) -> VerifyResult:
+def verify_record(
+    record: dict[str, Any],
+    *,
+    episodes_per_seed: int = 3,
+    max_seeds: int | None = None,
+    action_timeout: float | None = None,
+    progress: bool = False,
+) -> VerifyResult:
     """Re-run a sample of ``record``'s episodes and judge whether its score reproduces.
 
     Args:
@@ -87,8 +94,9 @@ def verify_record(record: dict[str, Any], *, episodes_per_seed: int = 3,
     rows = []
     for seed_entry in tqdm(per_seed, disable=not progress, desc="verify", unit="seed"):
         seed, recorded_episodes = int(seed_entry["seed"]), seed_entry["episodes"]
-        sampled = [recorded_episodes[i]
-                   for i in sample_indices(len(recorded_episodes), episodes_per_seed)]
+        sampled = [
+            recorded_episodes[i] for i in sample_indices(len(recorded_episodes), episodes_per_seed)
+        ]
         for recorded in sampled:
             if recorded["reset_seed"] != reset_seed(seed, recorded["index"]):
                 raise RecordError(
@@ -97,27 +105,41 @@ def verify_record(record: dict[str, Any], *, episodes_per_seed: int = 3,
                     f"({record['protocol'].get('reset_seed_rule')}); it cannot be replayed"
                 )
         request = EvaluationRequest(
-            agent=spec, env_id=record["env"]["id"], seed=seed,
+            agent=spec,
+            env_id=record["env"]["id"],
+            seed=seed,
             episodes=int(record["protocol"]["episodes_per_seed"]),
             indices=tuple(e["index"] for e in sampled),
             agent_kwargs=config.get("agent_kwargs") or {},
-            env_kwargs=config.get("env_kwargs") or {}, action_timeout=timeout,
+            env_kwargs=config.get("env_kwargs") or {},
+            action_timeout=timeout,
             batch_size=record["protocol"].get("batch_size"),
         )
         rerun = {e.index: e for e in evaluate_cell(request).episodes}
         for recorded in sampled:
             episode = rerun[recorded["index"]]
-            rows.append({"seed": seed, "index": recorded["index"],
-                         "recorded": recorded.get("score", recorded["return"]),
-                         "rerun": episode.score, "rerun_failed": episode.failed,
-                         "reason": episode.reason})
+            rows.append(
+                {
+                    "seed": seed,
+                    "index": recorded["index"],
+                    "recorded": recorded.get("score", recorded["return"]),
+                    "rerun": episode.score,
+                    "rerun_failed": episode.failed,
+                    "reason": episode.reason,
+                }
+            )
     recorded_mean, sample_se = mean_stderr([r["recorded"] for r in rows])
     rerun_mean, _ = mean_stderr([r["rerun"] for r in rows])
     tolerance = record["scores"]["stderr"] if len(record["scores"]["per_seed"]) > 1 else sample_se
     tolerance = max(tolerance, 1e-9)
     exact = sum(abs(r["recorded"] - r["rerun"]) <= 1e-9 for r in rows)
     return VerifyResult(
-        record_id=record["record_id"], sampled=len(rows), recorded_mean=recorded_mean,
-        rerun_mean=rerun_mean, tolerance=tolerance, exact_matches=exact,
-        reproduced=abs(rerun_mean - recorded_mean) <= tolerance, episodes=rows,
+        record_id=record["record_id"],
+        sampled=len(rows),
+        recorded_mean=recorded_mean,
+        rerun_mean=rerun_mean,
+        tolerance=tolerance,
+        exact_matches=exact,
+        reproduced=abs(rerun_mean - recorded_mean) <= tolerance,
+        episodes=rows,
     )

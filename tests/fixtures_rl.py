@@ -68,8 +68,11 @@ def add_word_tokens(model_dir: Path, words: list[str], *, seed: int = 0) -> Path
             piece = merged
     new_tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer.from_str(json.dumps(state)),
-        bos_token=tokenizer.bos_token, eos_token=tokenizer.eos_token,
-        pad_token=tokenizer.pad_token, unk_token=None)
+        bos_token=tokenizer.bos_token,
+        eos_token=tokenizer.eos_token,
+        pad_token=tokenizer.pad_token,
+        unk_token=None,
+    )
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():

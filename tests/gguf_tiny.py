@@ -27,8 +27,11 @@ MERGES = ("Ġ t", "h e")
 
 def _byte_alphabet() -> list[str]:
     """GPT-2's printable stand-ins for the 256 bytes (the byte-level BPE alphabet)."""
-    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-                 + list(range(ord("®"), ord("ÿ") + 1)))
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     codes, extra = list(printable), 0
     for byte in range(256):
         if byte not in printable:
@@ -40,8 +43,11 @@ def _byte_alphabet() -> list[str]:
 
 def llama_cpp_permute(weights: np.ndarray, n_head: int) -> np.ndarray:
     """llama.cpp's row permutation of a query/key projection (``convert_hf_to_gguf.py``)."""
-    return (weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
-            .swapaxes(1, 2).reshape(weights.shape))
+    return (
+        weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
 
 
 def write_tiny_llama_gguf(
@@ -88,17 +94,19 @@ def write_tiny_llama_gguf(
         }
         hf.update({p + k: v for k, v in layer.items()})
         b = f"blk.{i}."
-        gguf_tensors.update({
-            b + "attn_norm.weight": layer["input_layernorm.weight"],
-            b + "attn_q.weight": llama_cpp_permute(layer["self_attn.q_proj.weight"], heads),
-            b + "attn_k.weight": llama_cpp_permute(layer["self_attn.k_proj.weight"], kv_heads),
-            b + "attn_v.weight": layer["self_attn.v_proj.weight"],
-            b + "attn_output.weight": layer["self_attn.o_proj.weight"],
-            b + "ffn_norm.weight": layer["post_attention_layernorm.weight"],
-            b + "ffn_gate.weight": layer["mlp.gate_proj.weight"],
-            b + "ffn_up.weight": layer["mlp.up_proj.weight"],
-            b + "ffn_down.weight": layer["mlp.down_proj.weight"],
-        })
+        gguf_tensors.update(
+            {
+                b + "attn_norm.weight": layer["input_layernorm.weight"],
+                b + "attn_q.weight": llama_cpp_permute(layer["self_attn.q_proj.weight"], heads),
+                b + "attn_k.weight": llama_cpp_permute(layer["self_attn.k_proj.weight"], kv_heads),
+                b + "attn_v.weight": layer["self_attn.v_proj.weight"],
+                b + "attn_output.weight": layer["self_attn.o_proj.weight"],
+                b + "ffn_norm.weight": layer["post_attention_layernorm.weight"],
+                b + "ffn_gate.weight": layer["mlp.gate_proj.weight"],
+                b + "ffn_up.weight": layer["mlp.up_proj.weight"],
+                b + "ffn_down.weight": layer["mlp.down_proj.weight"],
+            }
+        )
     hf["model.norm.weight"] = (1.0 + normal(hidden)).astype(np.float32)
     gguf_tensors["output_norm.weight"] = hf["model.norm.weight"]
     if tied:
@@ -143,10 +151,13 @@ def write_wheel(folder: Path, distribution: str, version: str, files: dict[str, 
     stem = f"{distribution.replace('-', '_')}-{version}"
     info = f"{stem}.dist-info"
     members = dict(files)
-    members[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {distribution}\n"
-                                   f"Version: {version}\n").encode()
-    members[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: agentbench-poad-tests\n"
-                                b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    members[f"{info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n"
+    ).encode()
+    members[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: agentbench-poad-tests\n"
+        b"Root-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     record_lines = []
     for name, data in members.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

@@ -31,11 +31,18 @@ def test_presets_are_appendix_j(config_class, family):
     lr, critic_lr, gamma, epochs, minibatches, entropy = TABLES[(config_class, family)]
     assert (config.lr, config.critic_lr, config.gamma) == (lr, critic_lr, gamma)
     assert (config.epochs, config.num_minibatches, config.entropy_coef) == (
-        epochs, minibatches, entropy)
+        epochs,
+        minibatches,
+        entropy,
+    )
     # shared by every table: batch 128 from 4 envs, grad-norm 0.5, clip 0.2, vf 0.5, KL 0.02
     assert config.batch_size == 128 and config.num_envs == 4
     assert (config.max_grad_norm, config.clip, config.value_coef, config.target_kl) == (
-        0.5, 0.2, 0.5, 0.02)
+        0.5,
+        0.2,
+        0.5,
+        0.02,
+    )
 
 
 def test_preset_overrides_and_defaults():
@@ -62,8 +69,9 @@ def test_mini_preset_is_the_paper_preset_with_the_cpu_values_on_top(config_class
             expected = tuple(expected)
         assert getattr(mini, name) == expected, name
     # one CPU budget for every algorithm: the comparison stays fair
-    assert mini.batch_size == MINI_PRESETS[family]["num_envs"] * MINI_PRESETS[family][
-        "rollout_length"]
+    assert (
+        mini.batch_size == MINI_PRESETS[family]["num_envs"] * MINI_PRESETS[family]["rollout_length"]
+    )
     assert f"{family}-mini" in preset_names(config_class)
     assert config_class.preset(f"{family}-mini", lr=1e-5).lr == 1e-5  # overrides still win
     with pytest.raises(ValueError, match=f"{family}-mini"):
@@ -90,11 +98,21 @@ def test_twosome_refuses_open_action_envs():
     assert NTPO.supports_open_actions
 
 
-@pytest.mark.parametrize("bad", [
-    {"lr": 0.0}, {"gamma": 1.5}, {"lam": -0.1}, {"epochs": 0}, {"num_minibatches": 2.5},
-    {"normalization": "chars"}, {"target_kl": -1.0}, {"entropy_coef": -0.1},
-    {"num_envs": 1, "rollout_length": 2, "num_minibatches": 3}, {"dtype": "int8"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"lr": 0.0},
+        {"gamma": 1.5},
+        {"lam": -0.1},
+        {"epochs": 0},
+        {"num_minibatches": 2.5},
+        {"normalization": "chars"},
+        {"target_kl": -1.0},
+        {"entropy_coef": -0.1},
+        {"num_envs": 1, "rollout_length": 2, "num_minibatches": 3},
+        {"dtype": "int8"},
+    ],
+)
 def test_validation(bad):
     with pytest.raises(ValueError):
         POADConfig(**bad)
@@ -105,14 +123,26 @@ def test_round_trip_and_cli_overrides():
     assert NTPOConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match="unknown"):
         NTPOConfig.from_dict({"learning_rate": 1.0})
-    parsed = NTPOConfig.coerce_overrides({
-        "lr": "1e-5", "epochs": "3", "target_kl": "none", "normalize_advantages": "false",
-        "critic_hidden_sizes": "16,8", "lora_target_modules": "q_proj,k_proj",
+    parsed = NTPOConfig.coerce_overrides(
+        {
+            "lr": "1e-5",
+            "epochs": "3",
+            "target_kl": "none",
+            "normalize_advantages": "false",
+            "critic_hidden_sizes": "16,8",
+            "lora_target_modules": "q_proj,k_proj",
+            "normalization": "token",
+        }
+    )
+    assert parsed == {
+        "lr": 1e-5,
+        "epochs": 3,
+        "target_kl": None,
+        "normalize_advantages": False,
+        "critic_hidden_sizes": (16, 8),
+        "lora_target_modules": ("q_proj", "k_proj"),
         "normalization": "token",
-    })
-    assert parsed == {"lr": 1e-5, "epochs": 3, "target_kl": None, "normalize_advantages": False,
-                      "critic_hidden_sizes": (16, 8), "lora_target_modules": ("q_proj", "k_proj"),
-                      "normalization": "token"}
+    }
     with pytest.raises(ValueError, match="unknown"):
         NTPOConfig.coerce_overrides({"nope": "1"})
 

@@ -18,11 +18,18 @@ BANDIT = "CaseStudy-MicrowaveClose-v0"  # one step: "close" +1, "open" -1
 AGENTS = ("poad", "ntpo", "twosome")
 
 
-
-
 def small(**extra):
-    values = dict(num_envs=2, rollout_length=3, epochs=2, num_minibatches=2, lr=5e-2,
-                  critic_lr=1e-3, critic_hidden_sizes=(16, 16), eval_every=0, target_kl=None)
+    values = dict(
+        num_envs=2,
+        rollout_length=3,
+        epochs=2,
+        num_minibatches=2,
+        lr=5e-2,
+        critic_lr=1e-3,
+        critic_hidden_sizes=(16, 16),
+        eval_every=0,
+        target_kl=None,
+    )
     values.update(extra)
     return values
 
@@ -47,8 +54,9 @@ def test_one_update_on_overcooked_changes_policy_and_critic(agent, tiny_model):
     generator = torch.Generator().manual_seed(0)
     buffer = RolloutBuffer(num_envs=config.num_envs)
     for _ in range(config.rollout_length):
-        records = algorithm.collect(observations, [i["available_actions"] for i in infos],
-                                    generator)
+        records = algorithm.collect(
+            observations, [i["available_actions"] for i in infos], generator
+        )
         for k, record in enumerate(records):
             assert record.sample.text in infos[k]["available_actions"]
             obs, reward, terminated, truncated, info = envs[k].step(record.sample.text)
@@ -76,13 +84,17 @@ def test_stored_log_probs_match_recomputation(tiny_model):
     policy = build_policy(config, tiny_model, seed=0)
     env = gym.make("CaseStudy-Microwave-v0")
     prompt, info = env.reset(seed=0)
-    samples = policy.act([prompt, prompt], [info["available_actions"]] * 2,
-                         generator=torch.Generator().manual_seed(0))
+    samples = policy.act(
+        [prompt, prompt],
+        [info["available_actions"]] * 2,
+        generator=torch.Generator().manual_seed(0),
+    )
     scored = policy.token_log_probs([prompt] * 2, [s.token_ids for s in samples])
     for row, sample in enumerate(samples):
         n = len(sample.token_ids)
-        np.testing.assert_allclose(scored.log_probs[row, :n].detach().numpy(),
-                                   sample.token_log_probs, atol=1e-5)
+        np.testing.assert_allclose(
+            scored.log_probs[row, :n].detach().numpy(), sample.token_log_probs, atol=1e-5
+        )
     categoricals = policy.candidate_log_probs([prompt], [info["available_actions"]])
     assert categoricals[0][samples[0].index].item() == pytest.approx(samples[0].log_prob, abs=1e-5)
 
@@ -92,7 +104,9 @@ def test_checkpoint_resume_gives_the_same_next_update(agent, tiny_model, tmp_pat
     env_id = OVERCOOKED if overcooked_env_available() else "CaseStudy-Microwave-v0"
     kwargs = dict(total_steps=2 * 6, seed=5, overrides=small(), progress=False)
     straight = train(get_algorithm(agent), env_id, tiny_model, out=tmp_path / "a", **kwargs)
-    stopped = train(get_algorithm(agent), env_id, tiny_model, out=tmp_path / "b", max_updates=1, **kwargs)
+    stopped = train(
+        get_algorithm(agent), env_id, tiny_model, out=tmp_path / "b", max_updates=1, **kwargs
+    )
     train(get_algorithm(agent), env_id, tiny_model, out=stopped, resume=True, **kwargs)
 
     def last_line(run):
@@ -132,13 +146,28 @@ def test_learns_the_key_token(agent, tiny_word_model, tmp_path):
     """
     import json
 
-    overrides = small(num_envs=4, rollout_length=4, epochs=2, num_minibatches=2, lr=1e-1,
-                      eval_every=3, eval_episodes=1)
+    overrides = small(
+        num_envs=4,
+        rollout_length=4,
+        epochs=2,
+        num_minibatches=2,
+        lr=1e-1,
+        eval_every=3,
+        eval_episodes=1,
+    )
     config = get_algorithm(agent).config_class(**overrides)
     before = prob_of_close(build_policy(config, tiny_word_model, seed=0))
     assert before < 0.5  # the untrained greedy policy opens the microwave
-    run = train(get_algorithm(agent), BANDIT, tiny_word_model, total_steps=15 * 16, seed=0,
-                out=tmp_path / "run", overrides=overrides, progress=False)
+    run = train(
+        get_algorithm(agent),
+        BANDIT,
+        tiny_word_model,
+        total_steps=15 * 16,
+        seed=0,
+        out=tmp_path / "run",
+        overrides=overrides,
+        progress=False,
+    )
     curve = json.loads((run / "learning_curve.json").read_text())
     assert curve[-1]["eval_return"] == 1.0, curve
     assert prob_of_close(load_agent(run).policy) > before + 0.1
@@ -150,10 +179,26 @@ def test_solves_the_case_study(agent, tiny_model, tmp_path):
     """The three-step microwave task: open, put the pancake in, close (greedy success)."""
     import json
 
-    overrides = small(num_envs=4, rollout_length=8, epochs=2, num_minibatches=2, lr=1e-1,
-                      gamma=0.95, eval_every=5, eval_episodes=1)
-    run = train(get_algorithm(agent), "CaseStudy-Microwave-v0", tiny_model, total_steps=40 * 32, seed=0,
-                out=tmp_path / "run", overrides=overrides, progress=False)
+    overrides = small(
+        num_envs=4,
+        rollout_length=8,
+        epochs=2,
+        num_minibatches=2,
+        lr=1e-1,
+        gamma=0.95,
+        eval_every=5,
+        eval_episodes=1,
+    )
+    run = train(
+        get_algorithm(agent),
+        "CaseStudy-Microwave-v0",
+        tiny_model,
+        total_steps=40 * 32,
+        seed=0,
+        out=tmp_path / "run",
+        overrides=overrides,
+        progress=False,
+    )
     curve = json.loads((run / "learning_curve.json").read_text())
     assert any(point["eval_success_rate"] == 1.0 for point in curve), curve
 
@@ -162,8 +207,16 @@ def test_solves_the_case_study(agent, tiny_model, tmp_path):
 def test_open_action_env_trains_and_keeps_the_best_code(agent, tiny_model, tmp_path):
     import json
 
-    run = train(get_algorithm(agent), "CaseStudy-OpenText-v0", tiny_model, total_steps=2 * 6, seed=0,
-                out=tmp_path / "run", overrides=small(max_new_tokens=6), progress=False)
+    run = train(
+        get_algorithm(agent),
+        "CaseStudy-OpenText-v0",
+        tiny_model,
+        total_steps=2 * 6,
+        seed=0,
+        out=tmp_path / "run",
+        overrides=small(max_new_tokens=6),
+        progress=False,
+    )
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all(np.isfinite(r["value_loss"]) for r in records)
     assert records[0]["episodes"] == 6  # one-step episodes
@@ -173,8 +226,15 @@ def test_open_action_env_trains_and_keeps_the_best_code(agent, tiny_model, tmp_p
 
 def test_twosome_refuses_open_action_envs(tiny_model, tmp_path):
     with pytest.raises(ValueError, match="POAD or NTPO"):
-        train(get_algorithm("twosome"), "CaseStudy-OpenText-v0", tiny_model, total_steps=6,
-              out=tmp_path / "run", overrides=small(), progress=False)
+        train(
+            get_algorithm("twosome"),
+            "CaseStudy-OpenText-v0",
+            tiny_model,
+            total_steps=6,
+            out=tmp_path / "run",
+            overrides=small(),
+            progress=False,
+        )
 
 
 def test_empty_generated_action_keeps_its_state_value(tiny_model):
@@ -182,19 +242,33 @@ def test_empty_generated_action_keeps_its_state_value(tiny_model):
     from agentbench_poad.rl.buffer import StepRecord
     from agentbench_poad.rl.policy import ActionSample
 
-    config = get_algorithm("poad").config_class(**small(num_envs=2, rollout_length=1,
-                                                        num_minibatches=1))
+    config = get_algorithm("poad").config_class(
+        **small(num_envs=2, rollout_length=1, num_minibatches=1)
+    )
     policy = build_policy(config, tiny_model, seed=0)
     algorithm = get_algorithm("poad")(config, policy, seed=0)
     prompts = ["say something:", "say something else:"]
     ids = policy.encode_action(prompts[1], "hi")
-    samples = [ActionSample("", -1, [], [], 0.0), ActionSample("hi", -1, ids, [-1.0] * len(ids),
-                                                               -1.0 * len(ids))]
+    samples = [
+        ActionSample("", -1, [], [], 0.0),
+        ActionSample("hi", -1, ids, [-1.0] * len(ids), -1.0 * len(ids)),
+    ]
     features, _ = policy.critic_features(prompts, [s.token_ids for s in samples])
     buffer = RolloutBuffer(num_envs=2)
-    buffer.add([StepRecord(p, None, s, [0.5] * max(len(s.token_ids), 1),
-                           features[i, : max(len(s.token_ids), 1)], reward=1.0, done=True)
-                for i, (p, s) in enumerate(zip(prompts, samples))])
+    buffer.add(
+        [
+            StepRecord(
+                p,
+                None,
+                s,
+                [0.5] * max(len(s.token_ids), 1),
+                features[i, : max(len(s.token_ids), 1)],
+                reward=1.0,
+                done=True,
+            )
+            for i, (p, s) in enumerate(zip(prompts, samples))
+        ]
+    )
     buffer.next_values = np.zeros(2)
     algorithm.compute_advantages(buffer)
     batch = algorithm.make_batch(buffer)
@@ -208,8 +282,16 @@ def test_critic_only_mode_leaves_the_policy_alone(tiny_model, tmp_path):
     """``train_policy=False`` is the case study's critic-only training (§4.7)."""
     from safetensors.torch import load_file
 
-    run = train(get_algorithm("poad"), "CaseStudy-Microwave-v0", tiny_model, total_steps=6, seed=0,
-                out=tmp_path / "run", overrides=small(train_policy=False), progress=False)
+    run = train(
+        get_algorithm("poad"),
+        "CaseStudy-Microwave-v0",
+        tiny_model,
+        total_steps=6,
+        seed=0,
+        out=tmp_path / "run",
+        overrides=small(train_policy=False),
+        progress=False,
+    )
     adapter = load_file(str(next((latest_checkpoint(run) / "adapter").glob("*.safetensors"))))
     assert all(v.abs().sum() == 0 for k, v in adapter.items() if "lora_B" in k)
     import json
@@ -235,8 +317,9 @@ def test_gradient_accumulation_is_exact_with_the_lm(agent, tiny_model):
     buffer = RolloutBuffer(num_envs=config.num_envs)
     generator = torch.Generator().manual_seed(0)
     for _ in range(config.rollout_length):
-        records = algorithm.collect(observations, [i["available_actions"] for i in infos],
-                                    generator)
+        records = algorithm.collect(
+            observations, [i["available_actions"] for i in infos], generator
+        )
         for k, record in enumerate(records):
             obs, reward, terminated, _, info = envs[k].step(record.sample.text)
             record.reward, record.done = reward, terminated

@@ -58,9 +58,13 @@ def _word_normalised_scores(model, tokenizer, prompt: str, actions: list[str]) -
 words = st.text(alphabet="abcdefgh ", min_size=1, max_size=12).map(str.strip).filter(bool)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(prompt=st.text(alphabet="xyz .\n", min_size=1, max_size=30),
-       actions=st.lists(words, min_size=1, max_size=5, unique=True))
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    prompt=st.text(alphabet="xyz .\n", min_size=1, max_size=30),
+    actions=st.lists(words, min_size=1, max_size=5, unique=True),
+)
 def test_the_agent_is_the_untrained_model(lm_factory, reference, prompt, actions):
     """Its categorical over the offered actions is the softmax of the plain model's
     word-normalised scores, and greedy takes the argmax."""
@@ -71,8 +75,10 @@ def test_the_agent_is_the_untrained_model(lm_factory, reference, prompt, actions
     agent = lm_factory(seed=0, greedy=True)
     sample = agent.policy.policy.act([prompt], [actions], greedy=True)[0]
     assert sample.candidate_log_probs == pytest.approx(expected, abs=1e-4)
-    assert agent.act(prompt, actions) == actions[max(range(len(actions)),
-                                                     key=lambda i: (scores[i], -i))]
+    assert (
+        agent.act(prompt, actions)
+        == actions[max(range(len(actions)), key=lambda i: (scores[i], -i))]
+    )
 
 
 def test_agent_is_stochastic_by_default_and_reproducible_from_its_seed(lm_factory):
@@ -106,16 +112,29 @@ def test_evaluate_records_the_base_model_row(lm_factory, tiny_model_dir, tmp_pat
 
 
 def test_greedy_kwarg_is_recorded(tiny_model_dir):
-    (record,) = evaluate(f"lm:{tiny_model_dir}", ENV, seeds=[0], episodes=1,
-                         agent_kwargs={"greedy": True})
+    (record,) = evaluate(
+        f"lm:{tiny_model_dir}", ENV, seeds=[0], episodes=1, agent_kwargs={"greedy": True}
+    )
     assert record["agent"]["name"] == "base-greedy"
     assert record["protocol"]["greedy"] is True
 
 
 def test_evaluate_cli_takes_lm_specs(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "rec.json"
-    code = main(["evaluate", "--agent", f"lm:{tiny_model_dir}", "--env", ENV, "--episodes", "1",
-                 "--out", str(out), "--no-progress"])
+    code = main(
+        [
+            "evaluate",
+            "--agent",
+            f"lm:{tiny_model_dir}",
+            "--env",
+            ENV,
+            "--episodes",
+            "1",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     record = json.loads(out.read_text())
     assert record["agent"]["spec"] == f"lm:{tiny_model_dir}"
@@ -127,8 +146,20 @@ def test_lm_spec_errors_name_the_fix(capsys, monkeypatch, tmp_path):
         load_factory("lm:")
     monkeypatch.setenv("AGENTBENCH_POAD_MODELS", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("AGENTBENCH_POAD_OFFLINE", "1")
-    code = main(["evaluate", "--agent", "lm:smollm2-135m", "--env", ENV, "--episodes", "1",
-                 "--out", str(tmp_path / "r.json"), "--no-progress"])
+    code = main(
+        [
+            "evaluate",
+            "--agent",
+            "lm:smollm2-135m",
+            "--env",
+            ENV,
+            "--episodes",
+            "1",
+            "--out",
+            str(tmp_path / "r.json"),
+            "--no-progress",
+        ]
+    )
     assert code == 2
     assert "agentbench-poad model fetch smollm2-135m" in capsys.readouterr().err
 

@@ -35,8 +35,17 @@ def test_version(capsys):
 
 def test_the_main_commands_exist():
     top = {path[0] for path in COMMANDS}
-    assert {"quickstart", "envs", "play", "train", "evaluate", "leaderboard", "data", "sandbox",
-            "model"} <= top
+    assert {
+        "quickstart",
+        "envs",
+        "play",
+        "train",
+        "evaluate",
+        "leaderboard",
+        "data",
+        "sandbox",
+        "model",
+    } <= top
 
 
 @pytest.mark.parametrize("path", COMMANDS, ids=" ".join)

@@ -30,7 +30,9 @@ class CountingEnv(TextEnv):
         return ["up", "stay"]
 
     def _obs(self, note: str = "") -> str:
-        return (note + " " if note else "") + f"The counter shows {self.count}. Your next step is to"
+        return (
+            note + " " if note else ""
+        ) + f"The counter shows {self.count}. Your next step is to"
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.count = 0
@@ -39,7 +41,13 @@ class CountingEnv(TextEnv):
     def _step(self, action: str):
         if action not in self._actions():
             info = {"available_actions": self._actions(), "action_valid": False}
-            return self._obs(invalid_action_note(action)), self.invalid_action_penalty, False, False, info
+            return (
+                self._obs(invalid_action_note(action)),
+                self.invalid_action_penalty,
+                False,
+                False,
+                info,
+            )
         self.count += action == "up"
         done = self.count >= 3
         info = {"available_actions": self._actions(), "action_valid": True}

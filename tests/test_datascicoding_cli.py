@@ -52,8 +52,9 @@ def test_import_then_info(cache, tmp_path, capsys):
     assert "414 rows x 6 features, 2 classes" in out and str(cache) in out
 
     assert main(["data", "info", "kidney-stone"]) == 0
-    info = dict(re.split(r"\s{2,}", line, maxsplit=1)
-                for line in capsys.readouterr().out.splitlines())
+    info = dict(
+        re.split(r"\s{2,}", line, maxsplit=1) for line in capsys.readouterr().out.splitlines()
+    )
     assert info["rows"] == "414" and info["features"] == "6" and info["classes"] == "2"
     assert "0: 230 (55.6%), 1: 184 (44.4%)" in info["class balance"]
     assert "Kaggle" in info["source"] and "playground-series-s3e12" in info["source"]

@@ -31,60 +31,204 @@ def _nominal(n_values: int, prefix: str = "v") -> list[str]:
 
 #: OpenML id -> (name, rows, target, classes, [(column, NUM | list of categories)], NaN spec)
 OPENML_SCHEMAS: dict[int, tuple] = {
-    11: ("balance-scale", 625, "class", ["B", "L", "R"],
-         [(c, NUM) for c in ("left-weight", "left-distance", "right-weight", "right-distance")],
-         None),
-    15: ("breast-w", 699, "Class", ["benign", "malignant"],
-         [(c, NUM) for c in ("Clump_Thickness", "Cell_Size_Uniformity", "Cell_Shape_Uniformity",
-                             "Marginal_Adhesion", "Single_Epi_Cell_Size", "Bare_Nuclei",
-                             "Bland_Chromatin", "Normal_Nucleoli", "Mitoses")],
-         ("Bare_Nuclei", 16)),
-    23: ("cmc", 1473, "Contraceptive_method_used", ["1", "2", "3"],
-         [("Wifes_age", NUM), ("Wifes_education", _nominal(4)),
-          ("Husbands_education", _nominal(4)), ("Number_of_children_ever_born", NUM),
-          ("Wifes_religion", _nominal(2)), ("Wifes_now_working%3F", _nominal(2)),
-          ("Husbands_occupation", _nominal(4)), ("Standard-of-living_index", _nominal(4)),
-          ("Media_exposure", _nominal(2))], None),
-    31: ("credit-g", 1000, "class", ["bad", "good"],
-         [("checking_status", _nominal(4)), ("duration", NUM), ("credit_history", _nominal(5)),
-          ("purpose", _nominal(10)), ("credit_amount", NUM), ("savings_status", _nominal(5)),
-          ("employment", _nominal(5)), ("installment_commitment", NUM),
-          ("personal_status", _nominal(4)), ("other_parties", _nominal(3)),
-          ("residence_since", NUM), ("property_magnitude", _nominal(4)), ("age", NUM),
-          ("other_payment_plans", _nominal(3)), ("housing", _nominal(3)),
-          ("existing_credits", NUM), ("job", _nominal(4)), ("num_dependents", NUM),
-          ("own_telephone", _nominal(2)), ("foreign_worker", _nominal(2))], None),
-    37: ("diabetes", 768, "class", ["tested_negative", "tested_positive"],
-         [(c, NUM) for c in ("preg", "plas", "pres", "skin", "insu", "mass", "pedi", "age")],
-         None),
-    50: ("tic-tac-toe", 958, "Class", ["negative", "positive"],
-         [(f"{r}-{c}-square", ["b", "o", "x"]) for r in ("top", "middle", "bottom")
-          for c in ("left", "middle", "right")], None),
-    188: ("eucalyptus", 736, "Utility", ["average", "best", "good", "low", "none"],
-          [("Abbrev", _nominal(16)), ("Rep", NUM), ("Locality", _nominal(8)),
-           ("Map_Ref", _nominal(14)), ("Latitude", _nominal(13)), ("Altitude", NUM),
-           ("Rainfall", NUM), ("Frosts", NUM), ("Year", NUM), ("Sp", _nominal(27)),
-           ("PMCno", NUM), ("DBH", NUM), ("Ht", NUM), ("Surv", NUM), ("Vig", NUM),
-           ("Ins_res", NUM), ("Stem_Fm", NUM), ("Crown_Fm", NUM), ("Brnch_Fm", NUM)],
-          ("Surv", 95)),
-    1068: ("pc1", 1109, "defects", ["false", "true"],
-           [(c, NUM) for c in ("loc", "v(g)", "ev(g)", "iv(G)", "N", "V", "L", "D", "I", "E",
-                               "B", "T", "lOCode", "lOComment", "locCodeAndComment", "lOBlank",
-                               "uniq_Op", "uniq_Opnd", "total_Op", "total_Opnd",
-                               "branchCount")], None),
-    1169: ("airlines", 539_383, "Delay", ["0", "1"],
-           [("Airline", _nominal(18)), ("Flight", NUM), ("AirportFrom", _nominal(293)),
-            ("AirportTo", _nominal(293)), ("DayOfWeek", _nominal(7)), ("Time", NUM),
-            ("Length", NUM)], None),
-    41027: ("jungle-chess", 44_819, "class", ["b", "d", "w"],
-            [(c, NUM) for c in ("white_piece0_strength", "white_piece0_file",
-                                "white_piece0_rank", "black_piece0_strength",
-                                "black_piece0_file", "black_piece0_rank")], None),
+    11: (
+        "balance-scale",
+        625,
+        "class",
+        ["B", "L", "R"],
+        [(c, NUM) for c in ("left-weight", "left-distance", "right-weight", "right-distance")],
+        None,
+    ),
+    15: (
+        "breast-w",
+        699,
+        "Class",
+        ["benign", "malignant"],
+        [
+            (c, NUM)
+            for c in (
+                "Clump_Thickness",
+                "Cell_Size_Uniformity",
+                "Cell_Shape_Uniformity",
+                "Marginal_Adhesion",
+                "Single_Epi_Cell_Size",
+                "Bare_Nuclei",
+                "Bland_Chromatin",
+                "Normal_Nucleoli",
+                "Mitoses",
+            )
+        ],
+        ("Bare_Nuclei", 16),
+    ),
+    23: (
+        "cmc",
+        1473,
+        "Contraceptive_method_used",
+        ["1", "2", "3"],
+        [
+            ("Wifes_age", NUM),
+            ("Wifes_education", _nominal(4)),
+            ("Husbands_education", _nominal(4)),
+            ("Number_of_children_ever_born", NUM),
+            ("Wifes_religion", _nominal(2)),
+            ("Wifes_now_working%3F", _nominal(2)),
+            ("Husbands_occupation", _nominal(4)),
+            ("Standard-of-living_index", _nominal(4)),
+            ("Media_exposure", _nominal(2)),
+        ],
+        None,
+    ),
+    31: (
+        "credit-g",
+        1000,
+        "class",
+        ["bad", "good"],
+        [
+            ("checking_status", _nominal(4)),
+            ("duration", NUM),
+            ("credit_history", _nominal(5)),
+            ("purpose", _nominal(10)),
+            ("credit_amount", NUM),
+            ("savings_status", _nominal(5)),
+            ("employment", _nominal(5)),
+            ("installment_commitment", NUM),
+            ("personal_status", _nominal(4)),
+            ("other_parties", _nominal(3)),
+            ("residence_since", NUM),
+            ("property_magnitude", _nominal(4)),
+            ("age", NUM),
+            ("other_payment_plans", _nominal(3)),
+            ("housing", _nominal(3)),
+            ("existing_credits", NUM),
+            ("job", _nominal(4)),
+            ("num_dependents", NUM),
+            ("own_telephone", _nominal(2)),
+            ("foreign_worker", _nominal(2)),
+        ],
+        None,
+    ),
+    37: (
+        "diabetes",
+        768,
+        "class",
+        ["tested_negative", "tested_positive"],
+        [(c, NUM) for c in ("preg", "plas", "pres", "skin", "insu", "mass", "pedi", "age")],
+        None,
+    ),
+    50: (
+        "tic-tac-toe",
+        958,
+        "Class",
+        ["negative", "positive"],
+        [
+            (f"{r}-{c}-square", ["b", "o", "x"])
+            for r in ("top", "middle", "bottom")
+            for c in ("left", "middle", "right")
+        ],
+        None,
+    ),
+    188: (
+        "eucalyptus",
+        736,
+        "Utility",
+        ["average", "best", "good", "low", "none"],
+        [
+            ("Abbrev", _nominal(16)),
+            ("Rep", NUM),
+            ("Locality", _nominal(8)),
+            ("Map_Ref", _nominal(14)),
+            ("Latitude", _nominal(13)),
+            ("Altitude", NUM),
+            ("Rainfall", NUM),
+            ("Frosts", NUM),
+            ("Year", NUM),
+            ("Sp", _nominal(27)),
+            ("PMCno", NUM),
+            ("DBH", NUM),
+            ("Ht", NUM),
+            ("Surv", NUM),
+            ("Vig", NUM),
+            ("Ins_res", NUM),
+            ("Stem_Fm", NUM),
+            ("Crown_Fm", NUM),
+            ("Brnch_Fm", NUM),
+        ],
+        ("Surv", 95),
+    ),
+    1068: (
+        "pc1",
+        1109,
+        "defects",
+        ["false", "true"],
+        [
+            (c, NUM)
+            for c in (
+                "loc",
+                "v(g)",
+                "ev(g)",
+                "iv(G)",
+                "N",
+                "V",
+                "L",
+                "D",
+                "I",
+                "E",
+                "B",
+                "T",
+                "lOCode",
+                "lOComment",
+                "locCodeAndComment",
+                "lOBlank",
+                "uniq_Op",
+                "uniq_Opnd",
+                "total_Op",
+                "total_Opnd",
+                "branchCount",
+            )
+        ],
+        None,
+    ),
+    1169: (
+        "airlines",
+        539_383,
+        "Delay",
+        ["0", "1"],
+        [
+            ("Airline", _nominal(18)),
+            ("Flight", NUM),
+            ("AirportFrom", _nominal(293)),
+            ("AirportTo", _nominal(293)),
+            ("DayOfWeek", _nominal(7)),
+            ("Time", NUM),
+            ("Length", NUM),
+        ],
+        None,
+    ),
+    41027: (
+        "jungle-chess",
+        44_819,
+        "class",
+        ["b", "d", "w"],
+        [
+            (c, NUM)
+            for c in (
+                "white_piece0_strength",
+                "white_piece0_file",
+                "white_piece0_rank",
+                "black_piece0_strength",
+                "black_piece0_file",
+                "black_piece0_rank",
+            )
+        ],
+        None,
+    ),
 }
 OPENML_IDS = {schema[0]: did for did, schema in OPENML_SCHEMAS.items()}
 
 
-def openml_standin(dataset_id: int, seed: int = 0, nan: bool = True) -> tuple[pd.DataFrame, pd.Series]:
+def openml_standin(
+    dataset_id: int, seed: int = 0, nan: bool = True
+) -> tuple[pd.DataFrame, pd.Series]:
     """Features (numeric float / pandas categorical) and the categorical target, as OpenML."""
     _, rows, target, classes, columns, nan_spec = OPENML_SCHEMAS[dataset_id]
     rng = np.random.default_rng(seed + dataset_id)
@@ -150,9 +294,26 @@ def offline_openml(monkeypatch) -> None:
 
 
 PHARYNGITIS_COLUMNS = [
-    "number", "age_y", "temperature", "swollenadp", "pain", "tender", "tonsillarswelling",
-    "exudate", "sudden", "cough", "rhinorrhea", "conjunctivitis", "headache", "erythema",
-    "petechiae", "abdopain", "diarrhea", "nauseavomit", "scarlet", "radt",
+    "number",
+    "age_y",
+    "temperature",
+    "swollenadp",
+    "pain",
+    "tender",
+    "tonsillarswelling",
+    "exudate",
+    "sudden",
+    "cough",
+    "rhinorrhea",
+    "conjunctivitis",
+    "headache",
+    "erythema",
+    "petechiae",
+    "abdopain",
+    "diarrhea",
+    "nauseavomit",
+    "scarlet",
+    "radt",
 ]
 
 
@@ -181,44 +342,54 @@ def kaggle_standin(name: str, seed: int = 0) -> pd.DataFrame:
     if name == "health-insurance":
         n = 50_882
         y = rng.integers(2, size=n)
-        frame = pd.DataFrame({
-            "ID": np.arange(1, n + 1),
-            "City_Code": [f"C{k}" for k in rng.integers(1, 37, size=n)],
-            "Region_Code": rng.integers(1, 6000, size=n),
-            "Accomodation_Type": rng.choice(["Owned", "Rented"], size=n),
-            "Reco_Insurance_Type": rng.choice(["Individual", "Joint"], size=n),
-            "Upper_Age": rng.integers(18, 76, size=n),
-            "Lower_Age": rng.integers(16, 76, size=n),
-            "Is_Spouse": rng.choice(["No", "Yes"], size=n),
-            "Health Indicator": rng.choice([f"X{k}" for k in range(1, 10)] + [None], size=n),
-            "Holding_Policy_Duration": rng.choice(
-                [f"{k}.0" for k in range(1, 15)] + ["14+", None], size=n),
-            "Holding_Policy_Type": rng.choice([1.0, 2.0, 3.0, 4.0, np.nan], size=n),
-            "Reco_Policy_Cat": rng.integers(1, 23, size=n),
-            "Reco_Policy_Premium": np.round(rng.uniform(2000, 40000, size=n), 1),
-            "Response": y,
-        })
+        frame = pd.DataFrame(
+            {
+                "ID": np.arange(1, n + 1),
+                "City_Code": [f"C{k}" for k in rng.integers(1, 37, size=n)],
+                "Region_Code": rng.integers(1, 6000, size=n),
+                "Accomodation_Type": rng.choice(["Owned", "Rented"], size=n),
+                "Reco_Insurance_Type": rng.choice(["Individual", "Joint"], size=n),
+                "Upper_Age": rng.integers(18, 76, size=n),
+                "Lower_Age": rng.integers(16, 76, size=n),
+                "Is_Spouse": rng.choice(["No", "Yes"], size=n),
+                "Health Indicator": rng.choice([f"X{k}" for k in range(1, 10)] + [None], size=n),
+                "Holding_Policy_Duration": rng.choice(
+                    [f"{k}.0" for k in range(1, 15)] + ["14+", None], size=n
+                ),
+                "Holding_Policy_Type": rng.choice([1.0, 2.0, 3.0, 4.0, np.nan], size=n),
+                "Reco_Policy_Cat": rng.integers(1, 23, size=n),
+                "Reco_Policy_Premium": np.round(rng.uniform(2000, 40000, size=n), 1),
+                "Response": y,
+            }
+        )
         return frame
     if name == "spaceship-titanic":
         n = 8693
-        frame = pd.DataFrame({
-            "PassengerId": [f"{k:04d}_01" for k in range(n)],
-            "HomePlanet": rng.choice(["Earth", "Europa", "Mars"], size=n),
-            "CryoSleep": rng.choice([True, False], size=n).astype(object),
-            "Cabin": [f"{d}/{k}/{s}" for d, k, s in zip(rng.choice(list("ABCDEFG"), size=n),
-                                                         rng.integers(0, 1900, size=n),
-                                                         rng.choice(["P", "S"], size=n))],
-            "Destination": rng.choice(["TRAPPIST-1e", "55 Cancri e", "PSO J318.5-22"], size=n),
-            "Age": rng.integers(0, 80, size=n).astype(float),
-            "VIP": rng.choice([True, False], size=n).astype(object),
-            "RoomService": rng.integers(0, 3000, size=n).astype(float),
-            "FoodCourt": rng.integers(0, 3000, size=n).astype(float),
-            "ShoppingMall": rng.integers(0, 3000, size=n).astype(float),
-            "Spa": rng.integers(0, 3000, size=n).astype(float),
-            "VRDeck": rng.integers(0, 3000, size=n).astype(float),
-            "Name": [f"Person {k}" for k in range(n)],
-            "Transported": rng.choice([True, False], size=n),
-        })
+        frame = pd.DataFrame(
+            {
+                "PassengerId": [f"{k:04d}_01" for k in range(n)],
+                "HomePlanet": rng.choice(["Earth", "Europa", "Mars"], size=n),
+                "CryoSleep": rng.choice([True, False], size=n).astype(object),
+                "Cabin": [
+                    f"{d}/{k}/{s}"
+                    for d, k, s in zip(
+                        rng.choice(list("ABCDEFG"), size=n),
+                        rng.integers(0, 1900, size=n),
+                        rng.choice(["P", "S"], size=n),
+                    )
+                ],
+                "Destination": rng.choice(["TRAPPIST-1e", "55 Cancri e", "PSO J318.5-22"], size=n),
+                "Age": rng.integers(0, 80, size=n).astype(float),
+                "VIP": rng.choice([True, False], size=n).astype(object),
+                "RoomService": rng.integers(0, 3000, size=n).astype(float),
+                "FoodCourt": rng.integers(0, 3000, size=n).astype(float),
+                "ShoppingMall": rng.integers(0, 3000, size=n).astype(float),
+                "Spa": rng.integers(0, 3000, size=n).astype(float),
+                "VRDeck": rng.integers(0, 3000, size=n).astype(float),
+                "Name": [f"Person {k}" for k in range(n)],
+                "Transported": rng.choice([True, False], size=n),
+            }
+        )
         for column in ("HomePlanet", "CryoSleep", "Cabin", "Age", "VIP", "Spa", "Name"):
             frame.loc[rng.choice(n, size=200, replace=False), column] = None
         return frame
@@ -233,8 +404,11 @@ class FakeKaggleApi:
         self.calls = calls if calls is not None else []
 
     def _write(self, slug: str, file: str, path: str, zipped: bool) -> None:
-        name = next(s.name for s in ds.DATASETS.values()
-                    if isinstance(s.source, ds.KaggleSource) and s.source.slug == slug)
+        name = next(
+            s.name
+            for s in ds.DATASETS.values()
+            if isinstance(s.source, ds.KaggleSource) and s.source.slug == slug
+        )
         self.calls.append((slug, file))
         frame = kaggle_standin(name)
         target = Path(path) / file
@@ -276,15 +450,41 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 def test_table_names_and_sources():
     assert list(ds.DATASETS) == [
-        "pharyngitis", "health-insurance", "spaceship-titanic", "kidney-stone", "balance-scale",
-        "breast-w", "cmc", "credit-g", "diabetes", "tic-tac-toe", "eucalyptus", "pc1",
-        "airlines", "jungle-chess", "breast-cancer", "iris", "wine",
+        "pharyngitis",
+        "health-insurance",
+        "spaceship-titanic",
+        "kidney-stone",
+        "balance-scale",
+        "breast-w",
+        "cmc",
+        "credit-g",
+        "diabetes",
+        "tic-tac-toe",
+        "eucalyptus",
+        "pc1",
+        "airlines",
+        "jungle-chess",
+        "breast-cancer",
+        "iris",
+        "wine",
     ]
-    ids = {s.name: s.source.dataset_id for s in ds.DATASETS.values()
-           if isinstance(s.source, ds.OpenMLSource)}
-    assert ids == {"balance-scale": 11, "breast-w": 15, "cmc": 23, "credit-g": 31,
-                   "diabetes": 37, "tic-tac-toe": 50, "eucalyptus": 188, "pc1": 1068,
-                   "airlines": 1169, "jungle-chess": 41027}
+    ids = {
+        s.name: s.source.dataset_id
+        for s in ds.DATASETS.values()
+        if isinstance(s.source, ds.OpenMLSource)
+    }
+    assert ids == {
+        "balance-scale": 11,
+        "breast-w": 15,
+        "cmc": 23,
+        "credit-g": 31,
+        "diabetes": 37,
+        "tic-tac-toe": 50,
+        "eucalyptus": 188,
+        "pc1": 1068,
+        "airlines": 1169,
+        "jungle-chess": 41027,
+    }
     assert ds.get_spec("kidney_stone").name == "kidney-stone"
     with pytest.raises(KeyError, match="data list"):
         ds.get_spec("mnist")
@@ -297,10 +497,18 @@ def test_openml_pruned_shapes_match_the_paper(name, cache, monkeypatch):
     dataset = ds.fetch_dataset(name)
     spec = ds.get_spec(name)
     assert calls == [OPENML_IDS[name]]
-    expected = {"airlines": 2000, "balance-scale": 125, "cmc": 1473, "credit-g": 1000,
-                "diabetes": 768, "tic-tac-toe": 95, "pc1": 1109, "jungle-chess": 2000,
-                # 736 rows minus the 95 with a missing value
-                "eucalyptus": 641}
+    expected = {
+        "airlines": 2000,
+        "balance-scale": 125,
+        "cmc": 1473,
+        "credit-g": 1000,
+        "diabetes": 768,
+        "tic-tac-toe": 95,
+        "pc1": 1109,
+        "jungle-chess": 2000,
+        # 736 rows minus the 95 with a missing value
+        "eucalyptus": 641,
+    }
     if name == "breast-w":
         # 69 rows are kept, then those with a missing Bare_Nuclei are dropped
         X, y = openml_standin(15)
@@ -351,12 +559,15 @@ def test_openml_categoricals_become_declared_order_codes(cache, monkeypatch):
     assert np.abs(counts - got).max() < 0.15  # a 95-row sample of the same coding
 
 
-@pytest.mark.parametrize("name,shape,counts", [
-    ("kidney-stone", (414, 6), [230, 184]),
-    ("pharyngitis", (512, 18), [281, 231]),
-    ("health-insurance", (2000, 12), None),
-    ("spaceship-titanic", (2000, 12), None),
-])
+@pytest.mark.parametrize(
+    "name,shape,counts",
+    [
+        ("kidney-stone", (414, 6), [230, 184]),
+        ("pharyngitis", (512, 18), [281, 231]),
+        ("health-insurance", (2000, 12), None),
+        ("spaceship-titanic", (2000, 12), None),
+    ],
+)
 def test_kaggle_pruned_shapes(name, shape, counts, cache, monkeypatch):
     calls: list = []
     fake_kaggle(monkeypatch, calls)
@@ -416,7 +627,9 @@ def test_cache_is_atomic_and_checksummed(cache, monkeypatch):
     dataset = ds.fetch_dataset("balance-scale")
     data_path, manifest_path = ds.cache_paths("balance-scale")
     manifest = json.loads(manifest_path.read_text())
-    assert manifest["rows"] == 125 and manifest["classes"] == 3 and manifest["source"] == "openml:11"
+    assert (
+        manifest["rows"] == 125 and manifest["classes"] == 3 and manifest["source"] == "openml:11"
+    )
     assert sorted(p.name for p in cache.iterdir()) == ["balance-scale.json", "balance-scale.npz"]
     again = ds.read_cache(ds.get_spec("balance-scale"))
     np.testing.assert_array_equal(again.X, dataset.X)
@@ -462,8 +675,10 @@ def test_offline_without_cache_names_the_fix(cache, monkeypatch):
         ds.load_dataset("airlines")
     message = str(info.value)
     assert message.startswith("dataset 'airlines' is not cached and OpenML is unreachable")
-    assert ("run `agentbench-poad data fetch airlines` on a connected machine or "
-            "`agentbench-poad data import airlines FILE.csv`") in message
+    assert (
+        "run `agentbench-poad data fetch airlines` on a connected machine or "
+        "`agentbench-poad data import airlines FILE.csv`"
+    ) in message
     with pytest.raises(ds.DatasetUnavailable, match="is not cached; run `agentbench-poad data"):
         ds.load_dataset("airlines", download=False)
     assert not any(cache.glob("*.npz")) and not any(cache.glob(".download-*"))
@@ -495,12 +710,16 @@ def test_kaggle_offline_names_the_fix(cache, monkeypatch):
     with pytest.raises(ds.DatasetUnavailable) as info:
         ds.load_dataset("spaceship-titanic")
     assert str(info.value).startswith(
-        "dataset 'spaceship-titanic' is not cached and Kaggle is unreachable")
+        "dataset 'spaceship-titanic' is not cached and Kaggle is unreachable"
+    )
 
 
 def test_sklearn_datasets_are_offline_and_uncached(cache):
-    for name, shape, classes in (("iris", (150, 4), 3), ("wine", (178, 13), 3),
-                                 ("breast-cancer", (569, 30), 2)):
+    for name, shape, classes in (
+        ("iris", (150, 4), 3),
+        ("wine", (178, 13), 3),
+        ("breast-cancer", (569, 30), 2),
+    ):
         dataset = ds.load_dataset(name)
         assert dataset.shape == shape and dataset.n_classes == classes
     assert not cache.exists()

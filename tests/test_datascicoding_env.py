@@ -95,9 +95,13 @@ def test_fresh_interpreter_make_opens_no_socket(tmp_path):
         "env = gym.make('DataSciCoding-airlines-v0')\n"
         "print(type(env.unwrapped).__name__, env.unwrapped.dataset_name)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env={**__import__("os").environ,
-                                           ds.CACHE_ENV_VAR: str(tmp_path)})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, ds.CACHE_ENV_VAR: str(tmp_path)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["DataSciCodingEnv", "airlines"]
 
@@ -122,10 +126,14 @@ def test_reward_equals_direct_sklearn_auc(name, body):
     expected = []
     for i in range(5):
         x_tr, x_te, y_tr, y_te = train_test_split(
-            data.X, data.y, test_size=0.5, random_state=i, shuffle=True)
+            data.X, data.y, test_size=0.5, random_state=i, shuffle=True
+        )
         proba = trusted().fit(x_tr, y_tr).predict_proba(x_te)
-        expected.append(roc_auc_score(y_te, proba, multi_class="ovo") if proba.shape[1] > 2
-                        else roc_auc_score(y_te, proba[:, 1]))
+        expected.append(
+            roc_auc_score(y_te, proba, multi_class="ovo")
+            if proba.shape[1] > 2
+            else roc_auc_score(y_te, proba[:, 1])
+        )
     np.testing.assert_allclose(info["split_aucs"], expected, rtol=0, atol=1e-9)
     assert reward == pytest.approx(np.mean(expected), abs=1e-9)
     assert info["auc_std"] == pytest.approx(np.std(expected), abs=1e-9)
@@ -160,8 +168,10 @@ def test_one_sandbox_call_per_step_and_no_test_labels():
         np.testing.assert_array_equal(inputs[f"x_test_{i}"], data.X[test])
     # no label array of a test half is among the inputs
     for _, test in make_splits(len(data.y)):
-        assert not any(v.shape == data.y[test].shape and np.array_equal(v, data.y[test])
-                       for v in inputs.values())
+        assert not any(
+            v.shape == data.y[test].shape and np.array_equal(v, data.y[test])
+            for v in inputs.values()
+        )
 
 
 # -- bad code: a failed step with its category, never an exception --------------------------
@@ -172,27 +182,59 @@ BAD_CODE = [
     ("syntax", "model = (", "syntax_error", "SyntaxError"),
     ("no-model", "x = 1", "no_model", "name 'model' is not defined"),
     ("unbound", "if False:\n    model = 1", "exception", "model"),
-    ("regressor", "from sklearn.linear_model import LinearRegression\n"
-                  "model = LinearRegression().fit(x_train, y_train)",
-     "exception", "has no predict_proba"),
+    (
+        "regressor",
+        "from sklearn.linear_model import LinearRegression\n"
+        "model = LinearRegression().fit(x_train, y_train)",
+        "exception",
+        "has no predict_proba",
+    ),
     ("returns-none", "model = None", "exception", "returned None"),
-    ("wrong-shape", "class M:\n    def predict_proba(self, x):\n"
-                    "        return np.ones((len(x) + 1, 3)) / 3\nmodel = M()",
-     "output_invalid", "shape"),
-    ("nan", "class M:\n    def predict_proba(self, x):\n"
-            "        return np.full((len(x), 3), np.nan)\nmodel = M()",
-     "output_invalid", "NaN"),
-    ("not-probabilities", "class M:\n    def predict_proba(self, x):\n"
-                          "        return np.ones((len(x), 3))\nmodel = M()",
-     "output_invalid", "probabilities"),
-    ("exception", "model = None\nraise ValueError('no data today')", "exception",
-     "ValueError: no data today"),
-    ("prints-megabytes", "print('x' * 5_000_000)\nmodel = None\nraise ValueError('after print')",
-     "exception", "ValueError: after print"),
-    ("banned-grid", "from sklearn.model_selection import GridSearchCV\n"
-                    "model = GridSearchCV(None, {})", "banned_construct", "GridSearchCV("),
-    ("banned-svc", "from sklearn.svm import SVC\nmodel = SVC(probability=True)",
-     "banned_construct", "SVC("),
+    (
+        "wrong-shape",
+        "class M:\n    def predict_proba(self, x):\n"
+        "        return np.ones((len(x) + 1, 3)) / 3\nmodel = M()",
+        "output_invalid",
+        "shape",
+    ),
+    (
+        "nan",
+        "class M:\n    def predict_proba(self, x):\n"
+        "        return np.full((len(x), 3), np.nan)\nmodel = M()",
+        "output_invalid",
+        "NaN",
+    ),
+    (
+        "not-probabilities",
+        "class M:\n    def predict_proba(self, x):\n"
+        "        return np.ones((len(x), 3))\nmodel = M()",
+        "output_invalid",
+        "probabilities",
+    ),
+    (
+        "exception",
+        "model = None\nraise ValueError('no data today')",
+        "exception",
+        "ValueError: no data today",
+    ),
+    (
+        "prints-megabytes",
+        "print('x' * 5_000_000)\nmodel = None\nraise ValueError('after print')",
+        "exception",
+        "ValueError: after print",
+    ),
+    (
+        "banned-grid",
+        "from sklearn.model_selection import GridSearchCV\nmodel = GridSearchCV(None, {})",
+        "banned_construct",
+        "GridSearchCV(",
+    ),
+    (
+        "banned-svc",
+        "from sklearn.svm import SVC\nmodel = SVC(probability=True)",
+        "banned_construct",
+        "SVC(",
+    ),
 ]
 
 
@@ -213,9 +255,11 @@ def test_env_stays_usable_after_failures():
     env = make("iris")
     env.reset(seed=0)
     categories = []
-    for code in ("model = bytearray(3 * 1024 ** 3)",
-                 "import os\nos._exit(3)\nmodel = None",
-                 "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\nmodel = None"):
+    for code in (
+        "model = bytearray(3 * 1024 ** 3)",
+        "import os\nos._exit(3)\nmodel = None",
+        "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\nmodel = None",
+    ):
         *_, info = env.step(code)
         categories.append(info["failure_category"])
         assert info["failure_message"]
@@ -228,8 +272,9 @@ def test_env_stays_usable_after_failures():
 def test_hanging_code_times_out():
     env = make("iris", limits=Limits(wall_time_s=3.0))
     env.reset(seed=0)
-    observation, reward, terminated, truncated, info = env.step("model = None\nwhile True:\n"
-                                                                "    pass")
+    observation, reward, terminated, truncated, info = env.step(
+        "model = None\nwhile True:\n    pass"
+    )
     assert info["failure_category"] == "timeout" and "timed out" in info["failure_message"]
     assert reward == -1.0 and not terminated and "timed out" in observation
 
@@ -263,7 +308,8 @@ def test_banned_list_is_configurable():
     env.reset(seed=0)
     _, reward, terminated, _, info = env.step(
         "from sklearn.svm import SVC\nmodel = SVC(probability=True, random_state=0)\n"
-        "model.fit(x_train, y_train)")
+        "model.fit(x_train, y_train)"
+    )
     assert terminated and reward > 0.5, info["failure_message"]
 
 
@@ -280,20 +326,24 @@ def test_truncated_after_five_attempts():
 # -- actions: bodies, full definitions, trailing returns ------------------------------------
 
 
-@pytest.mark.parametrize("action", [
-    # completion style: first line unindented, the rest indented, a dangling `return`
-    GOOD_BODY,
-    # a plain dedented body ending with the template's own `return model`
-    "from sklearn.naive_bayes import GaussianNB\nmodel = GaussianNB().fit(x_train, y_train)\n"
-    "return model\n",
-    # a whole definition with imports before it
-    "from sklearn.naive_bayes import GaussianNB\n\n\n"
-    "def build_model(x_train: np.ndarray, y_train: np.ndarray):\n"
-    "    clf = GaussianNB()\n    clf.fit(x_train, y_train)\n    return clf\n",
-    # an early return of another name
-    "from sklearn.naive_bayes import GaussianNB\nclf = GaussianNB().fit(x_train, y_train)\n"
-    "return clf",
-], ids=["completion", "return-model", "full-def", "return-clf"])
+@pytest.mark.parametrize(
+    "action",
+    [
+        # completion style: first line unindented, the rest indented, a dangling `return`
+        GOOD_BODY,
+        # a plain dedented body ending with the template's own `return model`
+        "from sklearn.naive_bayes import GaussianNB\nmodel = GaussianNB().fit(x_train, y_train)\n"
+        "return model\n",
+        # a whole definition with imports before it
+        "from sklearn.naive_bayes import GaussianNB\n\n\n"
+        "def build_model(x_train: np.ndarray, y_train: np.ndarray):\n"
+        "    clf = GaussianNB()\n    clf.fit(x_train, y_train)\n    return clf\n",
+        # an early return of another name
+        "from sklearn.naive_bayes import GaussianNB\nclf = GaussianNB().fit(x_train, y_train)\n"
+        "return clf",
+    ],
+    ids=["completion", "return-model", "full-def", "return-clf"],
+)
 def test_accepted_action_forms(action):
     env = make("iris")
     env.reset(seed=0)
@@ -352,15 +402,17 @@ def test_holdout_rows_never_reach_the_per_step_reward():
     data = ds.load_dataset("breast-cancer")
     held = {data.X[r].tobytes() for r in grader.holdout_rows}
     assert len(grader.holdout_rows) == round(0.2 * len(data.y))
-    step_rows = {row.tobytes() for k, v in backend.calls[0].items() if k.startswith("x_")
-                 for row in v}
+    step_rows = {
+        row.tobytes() for k, v in backend.calls[0].items() if k.startswith("x_") for row in v
+    }
     assert not held & step_rows
     final = backend.calls[1]
     assert set(final) == {"x_train_0", "y_train_0", "x_test_0"}
     np.testing.assert_array_equal(final["x_test_0"], data.X[grader.holdout_rows])
     model = GaussianNB().fit(data.X[grader.dev_rows], data.y[grader.dev_rows])
-    expected = roc_auc_score(data.y[grader.holdout_rows],
-                             model.predict_proba(data.X[grader.holdout_rows])[:, 1])
+    expected = roc_auc_score(
+        data.y[grader.holdout_rows], model.predict_proba(data.X[grader.holdout_rows])[:, 1]
+    )
     assert info["holdout_auc"] == pytest.approx(expected, abs=1e-9)
 
 

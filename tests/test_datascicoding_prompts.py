@@ -24,8 +24,9 @@ def _function_body(action: str) -> list[str]:
 
 def test_completion_style_body_with_dangling_return():
     # what the reference's generation produced: first line at column 0, stop token `return`
-    body = _function_body("from x import A\n    model = A()\n    model.fit(x_train, y_train)\n"
-                          "    return")
+    body = _function_body(
+        "from x import A\n    model = A()\n    model.fit(x_train, y_train)\n    return"
+    )
     assert body[-1] == "return model" and body.count("return model") == 1
     assert "return" not in body[:-1]
     assert body[1:4] == ["from x import A", "model = A()", "model.fit(x_train, y_train)"]
@@ -44,8 +45,10 @@ def test_other_returns_are_kept():
 
 
 def test_full_definition_with_prelude_and_postlude():
-    action = ("import math\n\ndef build_model(x_train,\n                y_train):  # two lines\n"
-              "    model = math.pi\n    return model\n\nHELPER = 3\n")
+    action = (
+        "import math\n\ndef build_model(x_train,\n                y_train):  # two lines\n"
+        "    model = math.pi\n    return model\n\nHELPER = 3\n"
+    )
     submission = parse_action(action)
     assert submission.prelude == "import math"
     assert submission.body == "model = math.pi"
@@ -67,18 +70,21 @@ def test_empty_and_broken_actions():
         ast.parse(module_source(parse_action("model = ("), 4))
 
 
-@pytest.mark.parametrize("code,defines", [
-    ("pass", False),
-    ("x = 1\nprint(model)", False),
-    ("model = 1", True),
-    ("for model in [1]:\n    pass", True),
-    ("from sklearn.tree import DecisionTreeClassifier as model", True),
-    ("with open('f') as model:\n    pass", True),
-    ("globals()['model'] = 1", True),
-    ("exec('model = 1')", True),
-    ("clf = 1\nreturn clf", True),
-    ("(model := 3)", True),
-])
+@pytest.mark.parametrize(
+    "code,defines",
+    [
+        ("pass", False),
+        ("x = 1\nprint(model)", False),
+        ("model = 1", True),
+        ("for model in [1]:\n    pass", True),
+        ("from sklearn.tree import DecisionTreeClassifier as model", True),
+        ("with open('f') as model:\n    pass", True),
+        ("globals()['model'] = 1", True),
+        ("exec('model = 1')", True),
+        ("clf = 1\nreturn clf", True),
+        ("(model := 3)", True),
+    ],
+)
 def test_may_define_model(code, defines):
     assert may_define_model(module_source(parse_action(code), 4)) is defines
 
@@ -90,8 +96,15 @@ def test_prompts_state_the_task_facts():
     assert "<PRE>" not in text and text.isascii()
     unbanned = initial_prompt("Airlines", (2000, 7), 2, ())
     assert "SVC(" not in unbanned
-    again = reflection_prompt("Airlines", (2000, 7), 2, ("SVC(",), "def build_model(): ...\n",
-                              "exception", "ValueError: " + "x" * 5000)
+    again = reflection_prompt(
+        "Airlines",
+        (2000, 7),
+        2,
+        ("SVC(",),
+        "def build_model(): ...\n",
+        "exception",
+        "ValueError: " + "x" * 5000,
+    )
     assert "exception" in again and "def build_model(): ..." in again
     assert len(again) < 4000  # a huge message is shortened
     infill = initial_prompt("Airlines", (2000, 7), 2, (), "codellama-infill")

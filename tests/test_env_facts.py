@@ -27,7 +27,8 @@ def test_every_family_registered():
     families = {env_facts(i).family for i in ALL_IDS}
     assert families == {"overcooked", "virtualhome", "datascicoding", "casestudy"}
     assert len(registered_ids()) == len(OVERCOOKED_TASKS) + len(VIRTUALHOME_TASKS) + len(
-        ds.DATASETS)
+        ds.DATASETS
+    )
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)
@@ -48,9 +49,16 @@ def test_facts_agree_with_the_gymnasium_spec(env_id):
     assert not facts.paper_tables or facts.in_paper
 
 
-@pytest.mark.parametrize("env_id", ["Overcooked-TomatoSalad-v0", "VirtualHome-Cheese-v0",
-                                    "DataSciCoding-iris-v0", "CaseStudy-Microwave-v0",
-                                    "CaseStudy-OpenText-v0"])
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        "Overcooked-TomatoSalad-v0",
+        "VirtualHome-Cheese-v0",
+        "DataSciCoding-iris-v0",
+        "CaseStudy-Microwave-v0",
+        "CaseStudy-OpenText-v0",
+    ],
+)
 def test_action_kind_is_what_the_env_does(env_id):
     kwargs = {"sandbox": "process"} if env_facts(env_id).family == "datascicoding" else {}
     env = gym.make(env_id, **kwargs)
@@ -74,7 +82,8 @@ def test_committed_records_state_the_registered_facts(path):
 
 def test_module_prefix_form():
     assert env_facts("agentbench_poad:Overcooked-TomatoSalad-v0") is env_facts(
-        "Overcooked-TomatoSalad-v0")
+        "Overcooked-TomatoSalad-v0"
+    )
 
 
 def test_external_and_unknown_ids():
@@ -90,9 +99,16 @@ def test_external_and_unknown_ids():
 
 def test_register_family_registers_rows_and_is_idempotent():
     family = EnvFamily("factstoy", "FactsToy", entry_point=CorridorEnv, version=3)
-    rows = [TaskRow("Short", {}, "a corridor", max_episode_steps=5),
-            TaskRow("Long", {"render_mode": "ansi"}, "another", paper_name="Long",
-                    paper_tables=("Table 99",))]
+    rows = [
+        TaskRow("Short", {}, "a corridor", max_episode_steps=5),
+        TaskRow(
+            "Long",
+            {"render_mode": "ansi"},
+            "another",
+            paper_name="Long",
+            paper_tables=("Table 99",),
+        ),
+    ]
     try:
         ids = register_family(family, rows)
         assert ids == ("FactsToy-Short-v3", "FactsToy-Long-v3")
@@ -118,10 +134,15 @@ def test_register_family_registers_rows_and_is_idempotent():
             gym.registry.pop(env_id, None)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"actions": "some"}, "actions"), ({"metric": "auc"}, "metric"),
-    ({"version": -1}, "version"), ({"id_prefix": "Two-Words"}, "id_prefix"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"actions": "some"}, "actions"),
+        ({"metric": "auc"}, "metric"),
+        ({"version": -1}, "version"),
+        ({"id_prefix": "Two-Words"}, "id_prefix"),
+    ],
+)
 def test_env_family_is_validated(kwargs, match):
     fields = {"name": "x", "id_prefix": "X", "entry_point": "m:C", **kwargs}
     with pytest.raises(ValueError, match=match):
@@ -131,8 +152,7 @@ def test_env_family_is_validated(kwargs, match):
 def test_paper_layout_follows_the_task_tables():
     # Table 1: Food Preparation and its noun-swapped variants (the appliance scenario), in the
     # order of the VirtualHome task table.
-    appliance = [f"VirtualHome-{t.name}-v0" for t in VIRTUALHOME_TASKS
-                 if t.scenario == "appliance"]
+    appliance = [f"VirtualHome-{t.name}-v0" for t in VIRTUALHOME_TASKS if t.scenario == "appliance"]
     assert list(paper_layout("Table 1")) == appliance
     assert paper_layout("Table 1")[0] == "VirtualHome-FoodPreparation-v0"
     # Tables 4 and 5: the paper's DataSciCoding datasets; none is a bundled (offline) one.
@@ -141,8 +161,11 @@ def test_paper_layout_follows_the_task_tables():
     assert all(env_facts(i).family == "datascicoding" for i in table4)
     assert not any(ds.DATASETS[env_facts(i).task].offline for i in table4)
     # Overcooked: the paper's two tasks have paper names, in no table.
-    assert {env_facts(f"Overcooked-{n}-v0").paper_name is not None
-            for n, t in OVERCOOKED_TASKS.items() if t.paper} == {True}
+    assert {
+        env_facts(f"Overcooked-{n}-v0").paper_name is not None
+        for n, t in OVERCOOKED_TASKS.items()
+        if t.paper
+    } == {True}
     assert sum(env_facts(i).in_paper for i in registered_ids("overcooked")) == 2
     assert paper_layout("Table 99") == ()
 

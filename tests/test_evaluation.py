@@ -99,27 +99,44 @@ def plain_episode(env_id: str, agent, seed: int, index: int) -> dict:
         if terminated or truncated:
             break
     env.close()
-    return {"return": total, "length": length,
-            "success": reported if reported is not None else total > 0}
+    return {
+        "return": total,
+        "length": length,
+        "success": reported if reported is not None else total > 0,
+    }
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 50), episodes=st.integers(1, 6),
-       batch_size=st.one_of(st.none(), st.integers(1, 7)), batched=st.booleans(),
-       env_id=st.sampled_from([CORRIDOR_ID, "CaseStudy-Microwave-v0"]))
-def test_the_runner_agrees_with_a_plain_loop_for_any_batching(seed, episodes, batch_size,
-                                                              batched, env_id):
+@given(
+    seed=st.integers(0, 50),
+    episodes=st.integers(1, 6),
+    batch_size=st.one_of(st.none(), st.integers(1, 7)),
+    batched=st.booleans(),
+    env_id=st.sampled_from([CORRIDOR_ID, "CaseStudy-Microwave-v0"]),
+)
+def test_the_runner_agrees_with_a_plain_loop_for_any_batching(
+    seed, episodes, batch_size, batched, env_id
+):
     import agentbench_poad.rl.toy  # noqa: F401  (registers CaseStudy-*)
 
     agent = BatchedHashAgent() if batched else HashAgent()
-    result = evaluate_cell(EvaluationRequest(agent=agent, env_id=env_id, seed=seed,
-                                             episodes=episodes, batch_size=batch_size,
-                                             action_timeout=None))
+    result = evaluate_cell(
+        EvaluationRequest(
+            agent=agent,
+            env_id=env_id,
+            seed=seed,
+            episodes=episodes,
+            batch_size=batch_size,
+            action_timeout=None,
+        )
+    )
     assert [e.index for e in result.episodes] == list(range(episodes))
     assert result.batch_size == ((batch_size or episodes) if batched else 1)
     for episode in result.episodes:
         expected = plain_episode(env_id, HashAgent(), seed, episode.index)
-        assert episode.reset_seed == reset_seed(seed, episode.index) == seed * 100000 + episode.index
+        assert (
+            episode.reset_seed == reset_seed(seed, episode.index) == seed * 100000 + episode.index
+        )
         assert episode.episode_return == pytest.approx(expected["return"], abs=1e-12)
         assert episode.score == episode.episode_return  # restricted actions: the return
         assert episode.length == expected["length"]
@@ -142,8 +159,13 @@ class PaidFailureEnv(TextEnv):
         return "go", {"available_actions": ["go"], "action_valid": True}
 
     def _step(self, action):
-        return "done", 1.0, True, False, {"available_actions": ["go"], "action_valid": True,
-                                          "success": False}
+        return (
+            "done",
+            1.0,
+            True,
+            False,
+            {"available_actions": ["go"], "action_valid": True, "success": False},
+        )
 
 
 PAID_FAILURE_ID = "EvaluationToy-PaidFailure-v0"
@@ -152,8 +174,11 @@ if PAID_FAILURE_ID not in gym.registry:
 
 
 def test_success_prefers_what_the_env_reports():
-    result = evaluate_cell(EvaluationRequest(agent=HashAgent(), env_id=PAID_FAILURE_ID,
-                                             episodes=2, action_timeout=None))
+    result = evaluate_cell(
+        EvaluationRequest(
+            agent=HashAgent(), env_id=PAID_FAILURE_ID, episodes=2, action_timeout=None
+        )
+    )
     assert [e.episode_return for e in result.episodes] == [1.0, 1.0]
     assert [e.success for e in result.episodes] == [False, False]  # not "return > 0"
     record = evaluate(HashAgent, PAID_FAILURE_ID, seeds=[0], episodes=2)[0]
@@ -170,29 +195,38 @@ def test_open_action_cells_score_the_final_code():
 
 def test_a_stochastic_batched_record_replays_exactly(tmp_path):
     """verify replays whole batches, so a batched sampling agent reproduces episode by episode."""
-    record = evaluate(f"{HERE}:RandomBatchAgent", CORRIDOR_ID, seeds=[0, 1], episodes=5,
-                      batch_size=2)[0]
+    record = evaluate(
+        f"{HERE}:RandomBatchAgent", CORRIDOR_ID, seeds=[0, 1], episodes=5, batch_size=2
+    )[0]
     assert record["protocol"]["batch_size"] == 2
     result = verify_record(record, episodes_per_seed=2)
     assert result.sampled == 4 and result.exact_matches == 4 and result.reproduced
     # the batch is part of the protocol: played one at a time, the episodes come out otherwise
-    alone = evaluate(f"{HERE}:RandomBatchAgent", CORRIDOR_ID, seeds=[0, 1], episodes=5,
-                     batch_size=1)[0]
+    alone = evaluate(
+        f"{HERE}:RandomBatchAgent", CORRIDOR_ID, seeds=[0, 1], episodes=5, batch_size=1
+    )[0]
     returns = [[e["return"] for e in s["episodes"]] for s in record["scores"]["per_seed"]]
     alone_returns = [[e["return"] for e in s["episodes"]] for s in alone["scores"]["per_seed"]]
     assert returns != alone_returns
 
 
 def test_indices_play_whole_batches_and_done_batches_are_skipped():
-    request = EvaluationRequest(agent=f"{HERE}:RandomBatchAgent", env_id=CORRIDOR_ID, seed=3,
-                                episodes=5, batch_size=2, action_timeout=None)
+    request = EvaluationRequest(
+        agent=f"{HERE}:RandomBatchAgent",
+        env_id=CORRIDOR_ID,
+        seed=3,
+        episodes=5,
+        batch_size=2,
+        action_timeout=None,
+    )
     full = evaluate_cell(request)
     part = evaluate_cell(EvaluationRequest(**{**_fields(request), "indices": (3,)}))
     assert [e.index for e in part.episodes] == [2, 3]  # the batch holding episode 3
     assert part.episodes == full.episodes[2:4]
     played = []
-    resumed = evaluate_cell(request, done={i: full.episodes[i] for i in (0, 1, 2)},
-                            on_episode=played.append)
+    resumed = evaluate_cell(
+        request, done={i: full.episodes[i] for i in (0, 1, 2)}, on_episode=played.append
+    )
     assert [e.index for e in played] == [2, 3, 4]  # batch {2, 3} was unfinished: played whole
     assert resumed.episodes == full.episodes
 
@@ -201,10 +235,16 @@ def _fields(request: EvaluationRequest) -> dict:
     return {name: getattr(request, name) for name in request.__dataclass_fields__}
 
 
-@pytest.mark.parametrize("agent, reason", [
-    (RaisingBatchAgent, "agent raised RuntimeError at step 0: batch boom"),
-    (ShortBatchAgent, "agent raised ValueError at step 0: returned 1 actions for 3 observations"),
-])
+@pytest.mark.parametrize(
+    "agent, reason",
+    [
+        (RaisingBatchAgent, "agent raised RuntimeError at step 0: batch boom"),
+        (
+            ShortBatchAgent,
+            "agent raised ValueError at step 0: returned 1 actions for 3 observations",
+        ),
+    ],
+)
 def test_a_faulty_batched_agent_fails_its_batch_and_the_cell_goes_on(agent, reason):
     result = evaluate_cell(EvaluationRequest(agent=agent, env_id=CORRIDOR_ID, episodes=3))
     assert [e.failed for e in result.episodes] == [True] * 3
@@ -213,9 +253,14 @@ def test_a_faulty_batched_agent_fails_its_batch_and_the_cell_goes_on(agent, reas
 
 
 def test_requests_and_results_pickle_and_replay_the_same():
-    request = EvaluationRequest(agent="agentbench_poad.baselines.random:RandomAgent",
-                                env_id=CORRIDOR_ID, seed=2, episodes=3,
-                                env_kwargs={"max_episode_steps": 10}, action_timeout=None)
+    request = EvaluationRequest(
+        agent="agentbench_poad.baselines.random:RandomAgent",
+        env_id=CORRIDOR_ID,
+        seed=2,
+        episodes=3,
+        env_kwargs={"max_episode_steps": 10},
+        action_timeout=None,
+    )
     copy = pickle.loads(pickle.dumps(request))
     assert copy == request and dict(copy.env_kwargs) == {"max_episode_steps": 10}
     result = evaluate_cell(request)
@@ -226,13 +271,16 @@ def test_requests_and_results_pickle_and_replay_the_same():
     assert EpisodeResult.from_entry(entry) == result.episodes[0]
 
 
-@pytest.mark.parametrize("bad, match", [
-    ({"episodes": 0}, "episodes"),
-    ({"indices": (5,)}, "outside"),
-    ({"batch_size": 0}, "batch_size"),
-    ({"action_timeout": 0}, "action_timeout"),
-    ({"seed": 1.5}, "seed"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"episodes": 0}, "episodes"),
+        ({"indices": (5,)}, "outside"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"action_timeout": 0}, "action_timeout"),
+        ({"seed": 1.5}, "seed"),
+    ],
+)
 def test_bad_requests_are_refused_with_the_field_named(bad, match):
     kwargs = {"agent": HashAgent(), "env_id": CORRIDOR_ID, "episodes": 2, **bad}
     with pytest.raises((ValueError, TypeError), match=match):
@@ -240,8 +288,7 @@ def test_bad_requests_are_refused_with_the_field_named(bad, match):
 
 
 # -- the acceptance test of issue 14 item 3 ----------------------------------------------------
-def test_a_curve_point_and_a_board_score_of_the_same_checkpoint_agree(tiny_model, tmp_path,
-                                                                      capsys):
+def test_a_curve_point_and_a_board_score_of_the_same_checkpoint_agree(tiny_model, tmp_path, capsys):
     """The trainer's last curve point and a board record of its checkpoint: same numbers."""
     pytest.importorskip("torch")
     import json
@@ -252,11 +299,26 @@ def test_a_curve_point_and_a_board_score_of_the_same_checkpoint_agree(tiny_model
     from agentbench_poad.rl.trainer import train
 
     episodes = 3
-    run = train(get_algorithm("poad"), "CaseStudy-Microwave-v0", tiny_model, total_steps=2 * 4,
-                seed=4, out=tmp_path / "run", progress=False,
-                overrides=dict(num_envs=2, rollout_length=2, epochs=1, num_minibatches=1,
-                               lr=5e-2, critic_hidden_sizes=(8,), eval_every=2,
-                               eval_episodes=episodes, target_kl=None))
+    run = train(
+        get_algorithm("poad"),
+        "CaseStudy-Microwave-v0",
+        tiny_model,
+        total_steps=2 * 4,
+        seed=4,
+        out=tmp_path / "run",
+        progress=False,
+        overrides=dict(
+            num_envs=2,
+            rollout_length=2,
+            epochs=1,
+            num_minibatches=1,
+            lr=5e-2,
+            critic_hidden_sizes=(8,),
+            eval_every=2,
+            eval_episodes=episodes,
+            target_kl=None,
+        ),
+    )
     point = json.loads((run / "learning_curve.json").read_text())[-1]
     assert point["env_steps"] == 8
     record = record_from_runs([run], episodes=episodes)
@@ -278,10 +340,16 @@ def test_cells_played_apart_assemble_into_the_same_record():
     from agentbench_poad.leaderboard.protocol import EvaluationPlan, build_record, evaluate_plan
     from agentbench_poad.leaderboard.schema import validate_record
 
-    plan = EvaluationPlan(agent="agentbench_poad.baselines.random:RandomAgent",
-                          env_ids=(CORRIDOR_ID,), seeds=(0, 1), episodes=3)
-    cells = [evaluate_cell(pickle.loads(pickle.dumps(plan.cell(CORRIDOR_ID, seed))))
-             for seed in plan.seeds]
+    plan = EvaluationPlan(
+        agent="agentbench_poad.baselines.random:RandomAgent",
+        env_ids=(CORRIDOR_ID,),
+        seeds=(0, 1),
+        episodes=3,
+    )
+    cells = [
+        evaluate_cell(pickle.loads(pickle.dumps(plan.cell(CORRIDOR_ID, seed))))
+        for seed in plan.seeds
+    ]
     apart = build_record(plan, CORRIDOR_ID, cells)
     (together,) = evaluate_plan(plan)
     validate_record(apart)
@@ -296,13 +364,43 @@ def test_evaluate_cli_batch_size_is_recorded_and_checked(tmp_path, capsys):
     from agentbench_poad.leaderboard import read_record
 
     out = tmp_path / "r.json"
-    assert main(["evaluate", "--agent", f"{HERE}:RandomBatchAgent", "--env", CORRIDOR_ID,
-                 "--episodes", "3", "--batch-size", "2", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--agent",
+                f"{HERE}:RandomBatchAgent",
+                "--env",
+                CORRIDOR_ID,
+                "--episodes",
+                "3",
+                "--batch-size",
+                "2",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     record = read_record(out)
     assert record["protocol"]["batch_size"] == 2
     assert record["command"].endswith("--batch-size 2")
     assert verify_record(record).exact_matches == 3
-    assert main(["evaluate", "--agent", f"{HERE}:RandomBatchAgent", "--env", CORRIDOR_ID,
-                 "--batch-size", "0", "--out", str(tmp_path / "x.json")]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--agent",
+                f"{HERE}:RandomBatchAgent",
+                "--env",
+                CORRIDOR_ID,
+                "--batch-size",
+                "0",
+                "--out",
+                str(tmp_path / "x.json"),
+            ]
+        )
+        == 2
+    )
     assert "batch_size must be an int >= 1" in capsys.readouterr().err

@@ -53,8 +53,9 @@ def masked(record: dict) -> dict:
 
 
 def plan(agent=RANDOM, envs=("Overcooked-TomatoSalad-v0",), seeds=(0, 1), episodes=2, **kw):
-    return EvaluationPlan(agent=agent, env_ids=tuple(envs), seeds=tuple(seeds),
-                          episodes=episodes, **kw)
+    return EvaluationPlan(
+        agent=agent, env_ids=tuple(envs), seeds=tuple(seeds), episodes=episodes, **kw
+    )
 
 
 EXECUTORS = ["local", "ray"]
@@ -79,22 +80,30 @@ def test_failed_cell_is_reported_retried_and_others_kept(name, make, tmp_path):
     cells = [Flaky(str(tmp_path / f"c{i}"), i, fail=f) for i, f in enumerate([0, 1, 2, 5])]
     failures, finished = [], []
     outcomes = make(name, max_retries=2).map(
-        run_flaky, cells, on_result=finished.append,
-        on_failure=lambda cell, attempt, error: failures.append((cell.value, attempt, error)))
+        run_flaky,
+        cells,
+        on_result=finished.append,
+        on_failure=lambda cell, attempt, error: failures.append((cell.value, attempt, error)),
+    )
     assert [o.ok for o in outcomes] == [True, True, True, False]
     assert [o.value for o in outcomes[:3]] == [0, 10, 20]
     assert [o.attempts for o in outcomes] == [1, 2, 3, 3]
     assert "flaky failure 3 of cell 3" in outcomes[3].error
     # every failed attempt was reported, with its attempt number
-    assert sorted((v, a) for v, a, _ in failures) == [(1, 1), (2, 1), (2, 2), (3, 1), (3, 2),
-                                                      (3, 3)]
+    assert sorted((v, a) for v, a, _ in failures) == [
+        (1, 1),
+        (2, 1),
+        (2, 2),
+        (3, 1),
+        (3, 2),
+        (3, 3),
+    ]
     assert sorted(o.cell.value for o in finished) == [0, 1, 2, 3]  # each reported once
     assert int((tmp_path / "c3").read_text()) == 3  # 1 + max_retries attempts, no more
 
 
 def test_ray_reruns_the_task_of_a_dead_worker(ray_cluster, tmp_path):
-    cells = [Flaky(str(tmp_path / "dies"), 7, fail=1, crash=True),
-             Flaky(str(tmp_path / "fine"), 8)]
+    cells = [Flaky(str(tmp_path / "dies"), 7, fail=1, crash=True), Flaky(str(tmp_path / "fine"), 8)]
     outcomes = RayExecutor(max_retries=0).map(run_flaky, cells)
     assert [(o.ok, o.value) for o in outcomes] == [(True, 70), (True, 80)]
     assert int((tmp_path / "dies").read_text()) == 2
@@ -111,8 +120,9 @@ def test_executor_arguments_are_checked():
 
 # -- sweeps: records equal the protocol's --------------------------------------------------------
 @pytest.mark.parametrize("name", EXECUTORS)
-@pytest.mark.parametrize("env_id,seeds", [("Overcooked-TomatoSalad-v0", [0, 3]),
-                                          ("VirtualHome-Cheese-v0", [2, 1, 5])])
+@pytest.mark.parametrize(
+    "env_id,seeds", [("Overcooked-TomatoSalad-v0", [0, 3]), ("VirtualHome-Cheese-v0", [2, 1, 5])]
+)
 def test_sweep_records_equal_the_protocol(name, make, env_id, seeds, tmp_path):
     the_plan = plan(envs=[env_id], seeds=seeds, episodes=3, action_timeout=None)
     provenance = Provenance(command="test")
@@ -151,9 +161,12 @@ def test_failing_cell_never_writes_its_record_and_resumes(name, make, tmp_path):
     second = evaluate_grid(broken, named, executor=make(name), out_dir=out)
     assert second.failed == [] and second.reused == 0
     assert sorted(p.name for p in out.glob("*.json")) == [
-        "Overcooked-TomatoSalad-v0__b.json", "VirtualHome-Cheese-v0__b.json"]
-    (reference,) = evaluate_plan(plan(BROKEN, ["VirtualHome-Cheese-v0"], agent_kwargs=kwargs),
-                                 named)
+        "Overcooked-TomatoSalad-v0__b.json",
+        "VirtualHome-Cheese-v0__b.json",
+    ]
+    (reference,) = evaluate_plan(
+        plan(BROKEN, ["VirtualHome-Cheese-v0"], agent_kwargs=kwargs), named
+    )
     assert masked(second.records[1]) == masked(reference)
 
 
@@ -174,8 +187,19 @@ def test_finished_cells_are_reused_after_an_interruption(tmp_path):
 
 # -- the CLI --------------------------------------------------------------------------------------
 def test_cli_evaluate_on_ray_equals_local(ray_cluster, tmp_path, capsys):
-    base = ["evaluate", "--agent", RANDOM, "--env", "Overcooked-TomatoSalad-v0", "--seeds", "0",
-            "1", "--episodes", "2", "--no-progress"]
+    base = [
+        "evaluate",
+        "--agent",
+        RANDOM,
+        "--env",
+        "Overcooked-TomatoSalad-v0",
+        "--seeds",
+        "0",
+        "1",
+        "--episodes",
+        "2",
+        "--no-progress",
+    ]
     assert main([*base, "--out", str(tmp_path / "plain.json")]) == 0
     assert main([*base, "--out", str(tmp_path / "ray.json"), "--executor", "ray"]) == 0
     assert "cells reused" in capsys.readouterr().out
@@ -185,8 +209,9 @@ def test_cli_evaluate_on_ray_equals_local(ray_cluster, tmp_path, capsys):
 
 
 def _run_python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
 
 
 def test_without_ray_the_executor_names_the_extra(tmp_path):
@@ -199,7 +224,7 @@ class NoRay:
 sys.meta_path.insert(0, NoRay())
 from agentbench_poad.cli import main
 sys.exit(main(["evaluate", "--agent", {RANDOM!r}, "--env", "Overcooked-TomatoSalad-v0",
-               "--episodes", "1", "--executor", "ray", "--out", {str(tmp_path / 'r.json')!r}]))
+               "--episodes", "1", "--executor", "ray", "--out", {str(tmp_path / "r.json")!r}]))
 """
     proc = _run_python(code)
     assert proc.returncode == 2, proc.stderr
@@ -213,7 +238,7 @@ import sys
 from agentbench_poad.cli import main
 rc = main(["evaluate", "--agent", {RANDOM!r}, "--env", "Overcooked-TomatoSalad-v0",
            "--episodes", "1", "--executor", "local", "--no-progress",
-           "--out", {str(tmp_path / 'l.json')!r}])
+           "--out", {str(tmp_path / "l.json")!r}])
 import agentbench_poad.executors, agentbench_poad.leaderboard.sweep  # noqa
 assert rc == 0, rc
 print(sorted(m for m in sys.modules if m == "ray" or m.startswith("ray.")))

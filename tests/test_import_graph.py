@@ -85,7 +85,7 @@ def _cycle(graph: dict[str, set[str]], nodes: set[str]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph[node] & nodes):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         stack.pop()

@@ -114,14 +114,28 @@ def test_an_interrupted_evaluation_resumes_from_its_partial_file(tmp_path):
     kwargs = {"flag": str(tmp_path / "flag"), "counter": str(tmp_path / "calls")}
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
-        evaluate(Interrupting, CORRIDOR_ID, seeds=[0, 1], episodes=3, agent_kwargs=kwargs,
-                 out_dir=out, provenance=Provenance(agent_name="walker"))
+        evaluate(
+            Interrupting,
+            CORRIDOR_ID,
+            seeds=[0, 1],
+            episodes=3,
+            agent_kwargs=kwargs,
+            out_dir=out,
+            provenance=Provenance(agent_name="walker"),
+        )
     partial = out / f"{CORRIDOR_ID}__walker.partial.jsonl"
     finished = len(partial.read_text().splitlines()) - 1  # minus the header line
     assert finished >= 1
     calls_first = int((tmp_path / "calls").read_text())
-    record = evaluate(Interrupting, CORRIDOR_ID, seeds=[0, 1], episodes=3, agent_kwargs=kwargs,
-                      out_dir=out, provenance=Provenance(agent_name="walker"))[0]
+    record = evaluate(
+        Interrupting,
+        CORRIDOR_ID,
+        seeds=[0, 1],
+        episodes=3,
+        agent_kwargs=kwargs,
+        out_dir=out,
+        provenance=Provenance(agent_name="walker"),
+    )[0]
     assert not partial.exists()
     assert read_record(out / f"{CORRIDOR_ID}__walker.json") == record
     assert record["scores"]["success_rate"] == 1.0
@@ -137,11 +151,14 @@ def test_a_partial_file_of_another_evaluation_is_not_reused(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     partial = out / f"{CORRIDOR_ID}__oracle.partial.jsonl"
-    partial.write_text(json.dumps({"fingerprint": "someone-else"}) + "\n"
-                       + json.dumps({"seed": 0, "episode": {"index": 0}}) + "\n")
+    partial.write_text(
+        json.dumps({"fingerprint": "someone-else"})
+        + "\n"
+        + json.dumps({"seed": 0, "episode": {"index": 0}})
+        + "\n"
+    )
     with pytest.warns(UserWarning, match="different evaluation"):
-        record = evaluate(make_corridor_oracle, CORRIDOR_ID, seeds=[0], episodes=2,
-                          out_dir=out)[0]
+        record = evaluate(make_corridor_oracle, CORRIDOR_ID, seeds=[0], episodes=2, out_dir=out)[0]
     assert record["scores"]["per_seed"][0]["episodes"][0]["return"] > 0
 
 
@@ -161,26 +178,47 @@ def test_load_factory_reads_modules_and_files(tmp_path):
 def test_two_commands_evaluate_a_users_agent_and_put_it_on_the_board(tmp_path, capsys):
     """The issue's 'done when': a user's agent class, evaluated and added with two commands."""
     agent_file = tmp_path / "user_agent.py"
-    agent_file.write_text(textwrap.dedent("""
+    agent_file.write_text(
+        textwrap.dedent("""
         class AlwaysRight:
             name = "always-right"
             version = "1.2"
 
             def act(self, observation, available_actions):
                 return "right"
-    """))
+    """)
+    )
     record_file, store = tmp_path / "my_record.json", tmp_path / "store"
-    assert main(["evaluate", "--agent", f"{agent_file}:AlwaysRight", "--env", CORRIDOR_ID,
-                 "--seeds", "0", "1", "--episodes", "3", "--out", str(record_file),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--agent",
+                f"{agent_file}:AlwaysRight",
+                "--env",
+                CORRIDOR_ID,
+                "--seeds",
+                "0",
+                "1",
+                "--episodes",
+                "3",
+                "--out",
+                str(record_file),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert f"record: {record_file}" in capsys.readouterr().out
     assert not record_file.with_suffix(".partial.jsonl").exists()
     assert main(["leaderboard", "--store", str(store), "add", str(record_file)]) == 0
     (record,) = load_records(store)
     assert record["agent"]["name"] == "always-right" and record["agent"]["version"] == "1.2"
     assert record["scores"]["success_rate"] == 1.0
-    assert record["command"] == (f"agentbench-poad evaluate --agent {agent_file}:AlwaysRight "
-                                 f"--env {CORRIDOR_ID} --seeds 0 1 --episodes 3")
+    assert record["command"] == (
+        f"agentbench-poad evaluate --agent {agent_file}:AlwaysRight "
+        f"--env {CORRIDOR_ID} --seeds 0 1 --episodes 3"
+    )
     assert main(["leaderboard", "--store", str(store), "list"]) == 0
     assert "always-right" in capsys.readouterr().out
     assert main(["leaderboard", "--store", str(store), "add", str(record_file)]) == 2
@@ -188,35 +226,101 @@ def test_two_commands_evaluate_a_users_agent_and_put_it_on_the_board(tmp_path, c
 
 
 def test_evaluate_cli_errors_name_the_fix(tmp_path, capsys):
-    assert main(["evaluate", "--agent", "nope_module:X", "--env", CORRIDOR_ID,
-                 "--out", str(tmp_path)]) == 2
+    assert (
+        main(["evaluate", "--agent", "nope_module:X", "--env", CORRIDOR_ID, "--out", str(tmp_path)])
+        == 2
+    )
     assert "cannot import" in capsys.readouterr().err
-    assert main(["evaluate", "--agent", "agentbench_poad.baselines.random:RandomAgent",
-                 "--env", "Nope-v0", "--out", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--agent",
+                "agentbench_poad.baselines.random:RandomAgent",
+                "--env",
+                "Nope-v0",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     assert "agentbench-poad envs" in capsys.readouterr().err
-    assert main(["evaluate", "--agent", "agentbench_poad.baselines.random:RandomAgent",
-                 "--env", CORRIDOR_ID, "--agent-kwargs", "[1]", "--out", str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                "--agent",
+                "agentbench_poad.baselines.random:RandomAgent",
+                "--env",
+                CORRIDOR_ID,
+                "--agent-kwargs",
+                "[1]",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     assert "JSON object" in capsys.readouterr().err
 
 
 def test_evaluate_add_writes_into_the_store(tmp_path):
     store = tmp_path / "store"
     for env_id in (CORRIDOR_ID, CODE_ID):
-        assert main(["evaluate", "--agent", "agentbench_poad.baselines.random:RandomAgent",
-                     "--env", env_id, "--seeds", "0", "--episodes", "2",
-                     "--out", str(tmp_path / "o"), "--add", "--store", str(store),
-                     "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--agent",
+                    "agentbench_poad.baselines.random:RandomAgent",
+                    "--env",
+                    env_id,
+                    "--seeds",
+                    "0",
+                    "--episodes",
+                    "2",
+                    "--out",
+                    str(tmp_path / "o"),
+                    "--add",
+                    "--store",
+                    str(store),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     assert sorted(r["env"]["id"] for r in load_records(store)) == sorted([CODE_ID, CORRIDOR_ID])
     # without --seeds the run mode's --seed is the one evaluation seed
-    assert main(["evaluate", "--agent", "agentbench_poad.baselines.random:RandomAgent",
-                 "--env", CORRIDOR_ID, "--seed", "7", "--episodes", "1", "--name", "r7",
-                 "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--agent",
+                "agentbench_poad.baselines.random:RandomAgent",
+                "--env",
+                CORRIDOR_ID,
+                "--seed",
+                "7",
+                "--episodes",
+                "1",
+                "--name",
+                "r7",
+                "--out",
+                str(tmp_path / "o"),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     record = read_record(tmp_path / "o" / f"{CORRIDOR_ID}__r7.json")
     assert record["protocol"]["seeds"] == [7]
 
 
-@pytest.mark.skipif("Overcooked-TomatoSalad-v0" not in gym.registry,
-                    reason="the Overcooked family has not landed in this checkout")
+@pytest.mark.skipif(
+    "Overcooked-TomatoSalad-v0" not in gym.registry,
+    reason="the Overcooked family has not landed in this checkout",
+)
 def test_real_overcooked_oracle_and_random_rows():
     from agentbench_poad.baselines.oracle import make_oracle
 

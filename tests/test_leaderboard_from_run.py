@@ -16,13 +16,30 @@ from agentbench_poad.leaderboard.from_run import (
 from agentbench_poad.leaderboard.schema import RecordError
 
 
-def _run(tmp_path, name, *, seed=0, agent="poad", env_id="Overcooked-TomatoSalad-v0",
-         curve=None, metrics=None, best=None):
+def _run(
+    tmp_path,
+    name,
+    *,
+    seed=0,
+    agent="poad",
+    env_id="Overcooked-TomatoSalad-v0",
+    curve=None,
+    metrics=None,
+    best=None,
+):
     run = tmp_path / name
     run.mkdir()
-    (run / "config.json").write_text(json.dumps({"agent": agent, "env_id": env_id,
-                                                 "model": "/models/tiny", "seed": seed,
-                                                 "total_steps": 64}))
+    (run / "config.json").write_text(
+        json.dumps(
+            {
+                "agent": agent,
+                "env_id": env_id,
+                "model": "/models/tiny",
+                "seed": seed,
+                "total_steps": 64,
+            }
+        )
+    )
     if curve is not None:
         (run / "learning_curve.json").write_text(json.dumps(curve))
     if metrics is not None:
@@ -32,22 +49,33 @@ def _run(tmp_path, name, *, seed=0, agent="poad", env_id="Overcooked-TomatoSalad
     return run
 
 
-@pytest.mark.parametrize("curve", [
-    [{"env_steps": 16, "eval_return": 0.5, "eval_success_rate": None},
-     {"env_steps": 32, "eval_return": 1.0}],
-    {"env_steps": [16, 32], "eval_return": [0.5, 1.0]},
-    [[16, 0.5], [32, 1.0]],
-    {"16": 0.5, "32": 1.0},
-])
+@pytest.mark.parametrize(
+    "curve",
+    [
+        [
+            {"env_steps": 16, "eval_return": 0.5, "eval_success_rate": None},
+            {"env_steps": 32, "eval_return": 1.0},
+        ],
+        {"env_steps": [16, 32], "eval_return": [0.5, 1.0]},
+        [[16, 0.5], [32, 1.0]],
+        {"16": 0.5, "32": 1.0},
+    ],
+)
 def test_learning_curve_file_shapes(tmp_path, curve):
     run = _run(tmp_path, "r", curve=curve)
     assert read_learning_curve(run) == [(16.0, 0.5), (32.0, 1.0)]
 
 
 def test_learning_curve_falls_back_to_metrics(tmp_path):
-    run = _run(tmp_path, "r", metrics=[{"env_steps": 8, "episode_return_mean": None},
-                                       {"env_steps": 16, "eval_return": 0.25},
-                                       {"env_steps": 24, "episode_return_mean": 0.5}])
+    run = _run(
+        tmp_path,
+        "r",
+        metrics=[
+            {"env_steps": 8, "episode_return_mean": None},
+            {"env_steps": 16, "eval_return": 0.25},
+            {"env_steps": 24, "episode_return_mean": 0.5},
+        ],
+    )
     assert read_learning_curve(run) == [(16.0, 0.25), (24.0, 0.5)]
 
 
@@ -55,7 +83,7 @@ def test_curves_of_several_seeds_combine_with_a_standard_error_band():
     curve = combine_curves([[(0, 0.0), (10, 1.0)], [(0, 2.0), (10, 3.0)], [(0, 1.0)]])
     first, second = curve["points"]
     assert first["mean"] == pytest.approx(1.0) and first["n"] == 3
-    assert first["high"] - first["mean"] == pytest.approx(1 / 3 ** 0.5)  # s.e. of 0, 1, 2
+    assert first["high"] - first["mean"] == pytest.approx(1 / 3**0.5)  # s.e. of 0, 1, 2
     assert second["mean"] == pytest.approx(2.0) and second["n"] == 2
     assert "standard error" in curve["spread"]
     assert combine_curves([[], []]) is None
@@ -63,8 +91,7 @@ def test_curves_of_several_seeds_combine_with_a_standard_error_band():
 
 def test_best_code_is_labelled_as_found_during_training(tmp_path):
     run = _run(tmp_path, "r", best={"code": "model = X()", "reward": 0.91, "step": 40})
-    assert read_best_code(run) == {"label": BEST_CODE_LABEL, "reward": 0.91,
-                                   "code": "model = X()"}
+    assert read_best_code(run) == {"label": BEST_CODE_LABEL, "reward": 0.91, "code": "model = X()"}
     assert "during training" in BEST_CODE_LABEL
     assert read_best_code(_run(tmp_path, "none")) is None
 

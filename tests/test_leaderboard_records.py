@@ -31,8 +31,12 @@ def record():
 def test_record_holds_everything_the_issue_asks_for(record):
     assert record["schema_version"] == SCHEMA_VERSION
     # The corridor is registered with plain gym.register (as another package would): no family.
-    assert record["env"] == {"id": CORRIDOR_ID, "version": 0, "family": "external",
-                             "open_action": False}
+    assert record["env"] == {
+        "id": CORRIDOR_ID,
+        "version": 0,
+        "family": "external",
+        "open_action": False,
+    }
     assert record["agent"]["name"] == "oracle" and record["agent"]["version"]
     assert set(record["model"]) == {"base", "adapter"}
     assert record["protocol"]["seeds"] == [0, 1]

@@ -21,8 +21,9 @@ from agentbench_poad.leaderboard.report import (
 )
 from tests.test_leaderboard_toys import CODE_ID, CORRIDOR_ID, CodeAgent, make_corridor_oracle
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists()
-                                        else None)
+CHROMIUM = shutil.which("chromium") or (
+    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+)
 
 
 def _as(record, *, name=None, env_id=None, mean_shift=0.0, base=None):
@@ -47,28 +48,53 @@ def records():
     oracle = evaluate(make_corridor_oracle, CORRIDOR_ID, seeds=[0, 1, 2], episodes=3)[0]
     random = evaluate(RandomAgent, CORRIDOR_ID, seeds=[0, 1, 2], episodes=3)[0]
     poad = _as(random, name="poad", mean_shift=0.5, base="tiny-lm")
-    poad["learning_curve"] = {"x": "env steps", "y": "greedy evaluation return",
-                              "spread": "mean +- standard error over training seeds",
-                              "points": [{"step": 0, "mean": -1.0, "low": -1.2, "high": -0.8},
-                                         {"step": 64, "mean": 0.2, "low": 0.0, "high": 0.4}]}
-    poad["training"] = {"env_id": CORRIDOR_ID, "runs": ["r0"], "total_steps": 64,
-                        "best_code": None}
+    poad["learning_curve"] = {
+        "x": "env steps",
+        "y": "greedy evaluation return",
+        "spread": "mean +- standard error over training seeds",
+        "points": [
+            {"step": 0, "mean": -1.0, "low": -1.2, "high": -0.8},
+            {"step": 64, "mean": 0.2, "low": 0.0, "high": 0.4},
+        ],
+    }
+    poad["training"] = {"env_id": CORRIDOR_ID, "runs": ["r0"], "total_steps": 64, "best_code": None}
     code = evaluate(CodeAgent, CODE_ID, seeds=[0, 1], episodes=2)[0]
     dsc = _as(code, name="oracle", env_id="DataSciCoding-iris-v0")
     dsc_poad = _as(code, name="poad", env_id="DataSciCoding-iris-v0", mean_shift=-0.1)
-    dsc_poad["training"] = {"env_id": "DataSciCoding-iris-v0", "runs": ["r"], "total_steps": 8,
-                            "best_code": {"label": "best code found during training",
-                                          "reward": 0.97, "code": "model = None"}}
+    dsc_poad["training"] = {
+        "env_id": "DataSciCoding-iris-v0",
+        "runs": ["r"],
+        "total_steps": 8,
+        "best_code": {
+            "label": "best code found during training",
+            "reward": 0.97,
+            "code": "model = None",
+        },
+    }
     vh = _as(oracle, name="poad", env_id="VirtualHome-Cheese-v0")
     return [oracle, random, poad, dsc, dsc_poad, vh]
 
 
-PAPER = [{"table": "Table 1", "env_id": "VirtualHome-Cheese-v0", "agent": "twosome",
-          "metric": "success_rate", "value": 0.5, "spread": None,
-          "source": {"url": "https://example.org/test-fixture", "where": "test fixture row"}},
-         {"table": "Table 4", "env_id": "DataSciCoding-airlines-v0", "agent": "caafe-gpt-4",
-          "metric": "final_auc", "value": 0.61, "spread": 0.02,
-          "source": {"url": "https://example.org/test-fixture", "where": "test fixture row"}}]
+PAPER = [
+    {
+        "table": "Table 1",
+        "env_id": "VirtualHome-Cheese-v0",
+        "agent": "twosome",
+        "metric": "success_rate",
+        "value": 0.5,
+        "spread": None,
+        "source": {"url": "https://example.org/test-fixture", "where": "test fixture row"},
+    },
+    {
+        "table": "Table 4",
+        "env_id": "DataSciCoding-airlines-v0",
+        "agent": "caafe-gpt-4",
+        "metric": "final_auc",
+        "value": 0.61,
+        "spread": 0.02,
+        "source": {"url": "https://example.org/test-fixture", "where": "test fixture row"},
+    },
+]
 
 
 def test_normalised_and_bootstrap_math():
@@ -99,13 +125,16 @@ def test_report_tables(tmp_path, records):
     assert re.search(r"\| random \| [-\d.]+ ± [\d.]+ \| [\d.]+ ± [\d.]+ \| 0\.000 \|", corridor)
     poad_row = next(line for line in corridor.splitlines() if line.startswith("| poad"))
     oracle, random, poad = records[0], records[1], records[2]
-    expected = ((poad["scores"]["mean"] - random["scores"]["mean"])
-                / (oracle["scores"]["mean"] - random["scores"]["mean"]))
+    expected = (poad["scores"]["mean"] - random["scores"]["mean"]) / (
+        oracle["scores"]["mean"] - random["scores"]["mean"]
+    )
     assert f"| {expected:.3f} |" in poad_row
     # generalisation tables in the Table 1 layout (columns from the env facts' paper layout)
     gen = text.split("\n## Generalisation")[1].split("\n## ")[0]
-    assert ("| agent | Food Preparation (training task) | Cheese | Hamburger | Apple Pie | Pizza | "
-            "Washing Plate | Laundry |") in gen
+    assert (
+        "| agent | Food Preparation (training task) | Cheese | Hamburger | Apple Pie | Pizza | "
+        "Washing Plate | Laundry |"
+    ) in gen
     assert re.search(r"\| poad \| -- \| [-\d.]+ ± [\d.]+ \(undiscounted\) \| -- ", gen)
     assert re.search(r"\| poad \| -- \| 1\.000 ± 0\.000 \| -- ", gen)
     assert "_TWOSOME (paper, Table 1 / Appendix H)_ | _--_ | _0.5_ | _--_" in gen
@@ -146,8 +175,9 @@ def test_report_cli_reads_the_store(tmp_path, records, capsys):
     for r in records[:2]:
         add_record(r, store)
     (store / "junk.json").write_text("{not json")
-    assert main(["leaderboard", "--store", str(store), "report", "--out",
-                 str(tmp_path / "site")]) == 0
+    assert (
+        main(["leaderboard", "--store", str(store), "report", "--out", str(tmp_path / "site")]) == 0
+    )
     captured = capsys.readouterr()
     assert "junk.json" in captured.err
     assert (tmp_path / "site" / "report.html").exists()
@@ -158,13 +188,26 @@ def test_report_cli_reads_the_store(tmp_path, records, capsys):
 def _chromium(tmp_path: Path, page: Path, *extra: str) -> subprocess.CompletedProcess:
     profile = tmp_path / "chromium-profile"
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr",
-         # --v=1 also logs every file the page loads (FileURLLoader::Start: URL)
-         "--v=1",
-         *extra, page.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            # --v=1 also logs every file the page loads (FileURLLoader::Start: URL)
+            "--v=1",
+            *extra,
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -177,8 +220,11 @@ def _loaded_files(stderr: str) -> set[str]:
     return set(re.findall(r"FileURLLoader::Start: (\S+)", stderr))
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (CI installs Debian's "
-                                             "`chromium`); the render test needs a real browser")
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium is not installed (CI installs Debian's "
+    "`chromium`); the render test needs a real browser",
+)
 def test_report_renders_in_headless_chromium(tmp_path, records):
     _, page = build_report(records, tmp_path / "site", paper_results=PAPER)
     dom = _chromium(tmp_path, page, "--dump-dom")
@@ -186,22 +232,29 @@ def test_report_renders_in_headless_chromium(tmp_path, records):
     assert _page_errors(dom.stderr) == []
     assert _loaded_files(dom.stderr) == {page.resolve().as_uri()}  # nothing besides the page
     html = dom.stdout
-    for css in ("env-table", "generalization-table generalization-return", "dsc-table",
-                "pairwise", "provenance"):
+    for css in (
+        "env-table",
+        "generalization-table generalization-return",
+        "dsc-table",
+        "pairwise",
+        "provenance",
+    ):
         assert f'class="{css}"' in html, css
     assert html.count("<svg") >= 4 and "<polyline" in html and "<polygon" in html
     assert "Food Preparation" in html and "TWOSOME (paper, Table 1 / Appendix H)" in html
 
     shot = tmp_path / "shot.png"
-    run = _chromium(tmp_path, page, f"--screenshot={shot}", "--window-size=1200,2400",
-                    "--hide-scrollbars")
+    run = _chromium(
+        tmp_path, page, f"--screenshot={shot}", "--window-size=1200,2400", "--hide-scrollbars"
+    )
     assert run.returncode == 0 and shot.exists()
     image = pytest.importorskip("PIL.Image").open(shot).convert("RGB")
     colours = image.getcolors(maxcolors=1 << 20) or []
     painted = sum(n for n, c in colours if c != (255, 255, 255))
     assert painted > 0.02 * image.width * image.height  # text, table rules and charts drawn
-    poad_blue = sum(n for n, (r, g, b) in colours if abs(r - 0x1f) < 40 and abs(g - 0x77) < 40
-                    and b > 150)
+    poad_blue = sum(
+        n for n, (r, g, b) in colours if abs(r - 0x1F) < 40 and abs(g - 0x77) < 40 and b > 150
+    )
     assert poad_blue > 200  # the POAD bars / curve were painted
 
 
@@ -209,8 +262,10 @@ def test_report_renders_in_headless_chromium(tmp_path, records):
 def test_the_render_check_catches_a_broken_page(tmp_path):
     """The detectors above are not vacuous: script errors and extra files are reported."""
     page = tmp_path / "broken.html"
-    page.write_text('<!DOCTYPE html><html><body><img src="missing.png">'
-                    "<script>undefined_function();</script></body></html>")
+    page.write_text(
+        '<!DOCTYPE html><html><body><img src="missing.png">'
+        "<script>undefined_function();</script></body></html>"
+    )
     run = _chromium(tmp_path, page, "--dump-dom")
     assert run.returncode == 0
     assert any("undefined_function" in line for line in _page_errors(run.stderr))

@@ -72,15 +72,24 @@ def test_shipped_paper_file_covers_table1_and_table4(shipped):
     for extra in (*shipped.datasets, *shipped.wall_time):
         assert extra["env_id"] in {e for e, _ in tasks4} and extra["source"]["where"]
     assert {x["benchmark"] for x in shipped.language_ability} == {
-        "ARC-Challenge", "HellaSwag", "PIQA", "MMLU"}
+        "ARC-Challenge",
+        "HellaSwag",
+        "PIQA",
+        "MMLU",
+    }
 
 
 def test_shipped_numbers_spot_check_against_the_paper_tables(shipped):
     """A few cells re-read from PAPER_RESULTS.md (a transcription check, one per table)."""
+
     def cell(layout, agent, env_id, metric):
-        (hit,) = [r for r in shipped.in_layout(layout)
-                  if (r["agent"], r["env_id"], r["metric"]) == (agent, env_id, metric)]
+        (hit,) = [
+            r
+            for r in shipped.in_layout(layout)
+            if (r["agent"], r["env_id"], r["metric"]) == (agent, env_id, metric)
+        ]
         return hit
+
     assert cell("table1", "poad", "VirtualHome-Cheese-v0", "discounted_return")["value"] == 0.7553
     assert cell("table1", "untrained", "VirtualHome-Laundry-v0", "success_rate")["value"] == 0.15
     assert cell("table1", "ntpo", "VirtualHome-Laundry-v0", "discounted_return")["value"] == 0.5687
@@ -95,16 +104,19 @@ def test_shipped_numbers_spot_check_against_the_paper_tables(shipped):
     assert st3["wall_time_s"] == 3 * 3600 + 5 * 60
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: d["results"][0].update(layout="table9"), "not in `layouts`"),
-    (lambda d: d["results"][0].update(env_id="VirtualHome-Entertainment-v0"), "do not list"),
-    (lambda d: d["results"].append(copy.deepcopy(d["results"][0])), "repeats the cell"),
-    (lambda d: d["results"][0]["source"].pop("where"), "schema"),
-    (lambda d: d["results"][0].update(value=0.7554), "make them agree"),
-    (lambda d: d["results"][-1].update(spread=0.03), "make them agree"),
-    (lambda d: d["results"][0].update(metric="auc"), "schema"),
-    (lambda d: d.update(schema_version=1), "schema"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d["results"][0].update(layout="table9"), "not in `layouts`"),
+        (lambda d: d["results"][0].update(env_id="VirtualHome-Entertainment-v0"), "do not list"),
+        (lambda d: d["results"].append(copy.deepcopy(d["results"][0])), "repeats the cell"),
+        (lambda d: d["results"][0]["source"].pop("where"), "schema"),
+        (lambda d: d["results"][0].update(value=0.7554), "make them agree"),
+        (lambda d: d["results"][-1].update(spread=0.03), "make them agree"),
+        (lambda d: d["results"][0].update(metric="auc"), "schema"),
+        (lambda d: d.update(schema_version=1), "schema"),
+    ],
+)
 def test_bad_paper_files_are_refused_with_the_fix(mutate, message):
     data = _raw()
     mutate(data)
@@ -123,12 +135,19 @@ def test_unreadable_paper_file_names_the_fix(tmp_path):
 def test_model_sections_and_paper_rows(committed, shipped):
     report = build_model(committed, shipped, built=BUILT)
     assert [s.anchor for s in report.sections] == [
-        "by-env", "learning-curves", "generalization", "datascicoding", "paper-tables",
-        "pairwise", "provenance"]
+        "by-env",
+        "learning-curves",
+        "generalization",
+        "datascicoding",
+        "paper-tables",
+        "pairwise",
+        "provenance",
+    ]
     returns, success = report.section("generalization").tables()
     assert returns.header[1] == "Food Preparation (training task)"
-    assert list(returns.header[2:]) == [label for _, label in
-                                        layout_tasks(shipped.layouts["table1"])[1:]]
+    assert list(returns.header[2:]) == [
+        label for _, label in layout_tasks(shipped.layouts["table1"])[1:]
+    ]
     poad = returns.row("POAD (paper, Table 1 / Appendix H)")
     assert poad.kind == "paper" and poad.cells[1:3] == ("--", "0.7553")
     assert poad.cells[returns.header.index("Apple Pie")] == "0.7650"  # as printed
@@ -142,8 +161,15 @@ def test_model_sections_and_paper_rows(committed, shipped):
     assert all(k == "paper" for k in dsc.column_kinds[first_paper:])
     assert all("(paper, Table 4 / Appendix F)" in h for h in dsc.header[first_paper:])
     assert dsc.column("POAD-Best (best code during training) (paper, Table 4 / Appendix F)")[
-        :6] == ["0.5939 ± 0.01", "0.7282 ± 0.01", "0.8628 ± 0.01", "0.664 ± 0.01",
-                "0.9651 ± 0.03", "0.9981 ± 0.01"]
+        :6
+    ] == [
+        "0.5939 ± 0.01",
+        "0.7282 ± 0.01",
+        "0.8628 ± 0.01",
+        "0.664 ± 0.01",
+        "0.9651 ± 0.03",
+        "0.9981 ± 0.01",
+    ]
     assert dsc.row("iris").cells[1] != "--"  # our committed bundled-dataset rows follow
     tables = {t.css: t for t in report.section("paper-tables").tables()}
     assert set(tables) == {"paper-datasets", "paper-wall-time", "paper-language"}
@@ -157,18 +183,24 @@ def test_model_sections_and_paper_rows(committed, shipped):
 def test_layout_is_data_not_literals(committed, shipped):
     """Tasks of another table in the env facts move the columns: the report lists no task."""
     family = EnvFamily("layouttoy", "LayoutToy", entry_point=CorridorEnv, version=0)
-    rows = [TaskRow("Second", {}, paper_name="Salad B", paper_tables=("Table 98",)),
-            TaskRow("First", {}, paper_name="Salad A", paper_tables=("Table 98",))]
+    rows = [
+        TaskRow("Second", {}, paper_name="Salad B", paper_tables=("Table 98",)),
+        TaskRow("First", {}, paper_name="Salad A", paper_tables=("Table 98",)),
+    ]
     try:
         ids = register_family(family, rows)
         layouts = dict(shipped.layouts)
-        layouts["table1"] = {**layouts["table1"], "env_facts_table": "Table 98",
-                             "trained_on": ids[1]}
+        layouts["table1"] = {
+            **layouts["table1"],
+            "env_facts_table": "Table 98",
+            "trained_on": ids[1],
+        }
         paper = PaperResults(results=(), layouts=layouts)
         records = [r for r in committed if r["env"]["family"] == "datascicoding"]
         records = [dict(r, env=dict(r["env"], id=i)) for r in records[:1] for i in ids]
-        returns, success = build_model(records, paper, built=BUILT).section(
-            "generalization").tables()
+        returns, success = (
+            build_model(records, paper, built=BUILT).section("generalization").tables()
+        )
         assert returns.header == ("agent", "Salad B", "Salad A (training task)")
         assert len(success.rows) == 1 and success.rows[0].cells[1] == success.rows[0].cells[2]
     finally:
@@ -180,23 +212,28 @@ def test_layout_is_data_not_literals(committed, shipped):
 
 
 @settings(max_examples=25, deadline=None)
-@given(value=st.floats(0.0, 1.0, allow_nan=False), spread=st.one_of(
-    st.none(), st.floats(0.001, 0.5, allow_nan=False)))
+@given(
+    value=st.floats(0.0, 1.0, allow_nan=False),
+    spread=st.one_of(st.none(), st.floats(0.001, 0.5, allow_nan=False)),
+)
 def test_paper_numbers_never_enter_our_rows(committed, value, spread):
     """Any published value: our cells are those of the model without paper numbers."""
     shipped = load_paper()
-    entries = [{k: v for k, v in r.items() if k != "printed"} | {"value": value, "spread": spread}
-               for r in shipped.results]
+    entries = [
+        {k: v for k, v in r.items() if k != "printed"} | {"value": value, "spread": spread}
+        for r in shipped.results
+    ]
     paper = PaperResults(results=tuple(entries), layouts=shipped.layouts)
     with_paper = build_model(committed, paper, built=BUILT)
     without = build_model(committed, PaperResults(layouts=shipped.layouts), built=BUILT)
     assert with_paper.section("by-env") == without.section("by-env")
     assert with_paper.section("pairwise") == without.section("pairwise")
-    for ours, theirs in zip(without.section("generalization").tables(),
-                            with_paper.section("generalization").tables()):
+    for ours, theirs in zip(
+        without.section("generalization").tables(), with_paper.section("generalization").tables()
+    ):
         our_rows = [r for r in theirs.rows if r.kind != "paper"]
         assert tuple(our_rows) == tuple(r for r in ours.rows)
-        assert all(r.kind == "paper" for r in theirs.rows[len(our_rows):])
+        assert all(r.kind == "paper" for r in theirs.rows[len(our_rows) :])
     (dsc,) = with_paper.section("datascicoding").tables()
     n_ours = dsc.column_kinds.count("")
     (dsc0,) = without.section("datascicoding").tables()
@@ -205,8 +242,9 @@ def test_paper_numbers_never_enter_our_rows(committed, value, spread):
 
 def test_discounted_return_is_used_when_records_log_it(committed, shipped):
     """Mean ± s.e. over seeds of per-seed means, against a plain loop."""
-    rec = copy.deepcopy(next(r for r in committed if r["record_id"]
-                             == "VirtualHome-Pizza-v0__random"))
+    rec = copy.deepcopy(
+        next(r for r in committed if r["record_id"] == "VirtualHome-Pizza-v0__random")
+    )
     expected_seed_means = []
     for s in rec["scores"]["per_seed"]:
         total = 0.0
@@ -233,8 +271,11 @@ def test_each_sentence_is_in_both_renderings(committed, shipped):
             if isinstance(block, Paragraph):
                 texts.append(block.text)
             elif isinstance(block, Table):
-                texts += [block.caption, *block.header,
-                          *(c for row in block.rows for c in row.cells)]
+                texts += [
+                    block.caption,
+                    *block.header,
+                    *(c for row in block.rows for c in row.cells),
+                ]
     for text in texts:
         assert text.replace("|", "\\|") in md, text
         assert html.escape(text) in page, text

@@ -34,8 +34,9 @@ class CorridorEnv(TextEnv):
         self.length = self.position = 0
 
     def _obs(self, note: str = "") -> str:
-        return (f"{note} You are at cell {self.position} of {self.length}. "
-                "Reach the last cell.").strip()
+        return (
+            f"{note} You are at cell {self.position} of {self.length}. Reach the last cell."
+        ).strip()
 
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.length = int(self.np_random.integers(3, 7))
@@ -46,8 +47,13 @@ class CorridorEnv(TextEnv):
         info: dict[str, Any] = {"available_actions": ["left", "right", "wait"]}
         if action not in info["available_actions"]:
             info["action_valid"] = False
-            return self._obs(invalid_action_note(action, info["available_actions"])), \
-                self.invalid_action_penalty, False, False, info
+            return (
+                self._obs(invalid_action_note(action, info["available_actions"])),
+                self.invalid_action_penalty,
+                False,
+                False,
+                info,
+            )
         info["action_valid"] = True
         self.position = max(0, self.position + {"left": -1, "right": 1, "wait": 0}[action])
         done = self.position >= self.length
@@ -65,8 +71,7 @@ class CodeEnv(TextEnv):
 
     def _reset(self, options):
         self.attempts = 0
-        return "Write a number between 0 and 1.", {"available_actions": None,
-                                                    "action_valid": True}
+        return "Write a number between 0 and 1.", {"available_actions": None, "action_valid": True}
 
     def _step(self, action: str):
         self.attempts += 1
@@ -78,15 +83,20 @@ class CodeEnv(TextEnv):
         info = {"available_actions": None, "action_valid": True}
         if ok:
             return "ran", value, True, False, info
-        return f"error: {action!r} is not a number in [0, 1]", -1.0, False, self.attempts >= 3, \
-            info
+        return f"error: {action!r} is not a number in [0, 1]", -1.0, False, self.attempts >= 3, info
 
 
 def register_toys() -> None:
     if CORRIDOR_ID not in gym.registry:
         gym.register(CORRIDOR_ID, entry_point=CorridorEnv, max_episode_steps=30)
-    family = EnvFamily("leaderboardtoy", "LeaderboardToy", entry_point=CodeEnv, actions="open",
-                       metric="final_auc", success_rule=SUCCESS_OPEN)
+    family = EnvFamily(
+        "leaderboardtoy",
+        "LeaderboardToy",
+        entry_point=CodeEnv,
+        actions="open",
+        metric="final_auc",
+        success_rule=SUCCESS_OPEN,
+    )
     register_family(family, [TaskRow("Code", description="write a number in [0, 1]")])
 
 

@@ -57,8 +57,20 @@ def test_records_without_an_agent_factory_cannot_be_verified():
 def test_verify_cli_exit_code_follows_the_verdict(tmp_path, random_record, capsys):
     good = copy.deepcopy(random_record)
     add_record(good, tmp_path)
-    assert main(["leaderboard", "--store", str(tmp_path), "verify", good["record_id"],
-                 "--episodes-per-seed", "2"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                "--store",
+                str(tmp_path),
+                "verify",
+                good["record_id"],
+                "--episodes-per-seed",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert "REPRODUCED" in capsys.readouterr().out
     bad = copy.deepcopy(random_record)
     bad["record_id"] += "-tampered"
@@ -78,15 +90,23 @@ COMMITTED = iter_record_files(DEFAULT_STORE)
 
 def test_the_board_ships_oracle_and_random_records_for_the_paper_tasks():
     ids = {read_record(p)["record_id"] for p in COMMITTED}
-    for env_id in ("Overcooked-TomatoSalad-v0", "Overcooked-TomatoLettuceSalad-v0",
-                   "VirtualHome-FoodPreparation-v0", "VirtualHome-Entertainment-v0"):
+    for env_id in (
+        "Overcooked-TomatoSalad-v0",
+        "Overcooked-TomatoLettuceSalad-v0",
+        "VirtualHome-FoodPreparation-v0",
+        "VirtualHome-Entertainment-v0",
+    ):
         assert f"{env_id}__oracle" in ids and f"{env_id}__random" in ids, env_id
 
 
 def _committed_params():
     # DataSciCoding episodes run code in the sandbox (seconds each): those replays are opt-in
-    return [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem.startswith(
-        "DataSciCoding-") else []) for p in COMMITTED]
+    return [
+        pytest.param(
+            p, id=p.stem, marks=[pytest.mark.slow] if p.stem.startswith("DataSciCoding-") else []
+        )
+        for p in COMMITTED
+    ]
 
 
 @pytest.mark.parametrize("path", _committed_params())

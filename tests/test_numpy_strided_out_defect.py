@@ -28,9 +28,12 @@ def defect_present() -> bool:
     return not np.array_equal(got, want)
 
 
-@pytest.mark.xfail(defect_present(), strict=True,
-                   reason=f"NumPy {np.__version__} has the strided-out defect "
-                          "(docs/numpy-strided-out-defect.md); the RL math avoids the pattern")
+@pytest.mark.xfail(
+    defect_present(),
+    strict=True,
+    reason=f"NumPy {np.__version__} has the strided-out defect "
+    "(docs/numpy-strided-out-defect.md); the RL math avoids the pattern",
+)
 def test_numpy_negative_into_a_strided_out_view_is_correct():
     got, want = negative_into_strided_out(8)
     np.testing.assert_array_equal(got, want)
@@ -67,11 +70,14 @@ def test_token_gae_is_right_at_width_8_whatever_numpy_does(intra):
     rewards = rng.normal(size=(steps, envs))
     dones = rng.random((steps, envs)) < 0.3
     next_value = rng.normal(size=envs)
-    adv, ret = token_level_gae(rewards, values, mask, dones, next_value, gamma=gamma, lam=lam,
-                               intra_gamma=intra_gamma)
-    expected = loop_token_advantages(rewards, values, lengths, dones, next_value, gamma,
-                                           lam, intra_gamma)
+    adv, ret = token_level_gae(
+        rewards, values, mask, dones, next_value, gamma=gamma, lam=lam, intra_gamma=intra_gamma
+    )
+    expected = loop_token_advantages(
+        rewards, values, lengths, dones, next_value, gamma, lam, intra_gamma
+    )
     np.testing.assert_allclose(adv, expected, rtol=0, atol=1e-10)
-    np.testing.assert_allclose(ret, np.where(mask, expected + np.nan_to_num(values), 0.0),
-                               rtol=0, atol=1e-10)
+    np.testing.assert_allclose(
+        ret, np.where(mask, expected + np.nan_to_num(values), 0.0), rtol=0, atol=1e-10
+    )
     assert np.all(adv[~mask] == 0)

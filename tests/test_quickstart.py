@@ -42,9 +42,13 @@ def test_quickstart_writes_a_record_per_row_and_the_report(quickstart, capsys):
             assert r["training"]["runs"] and r["learning_curve"]["points"]
             assert r["model"]["base"].endswith("model")
             assert r["config"]["agent_spec"] == (
-                "agentbench_poad.leaderboard.from_run:load_run_agent")
-    dsc_oracle = next(r for r in records.values()
-                      if r["env"]["id"] == "DataSciCoding-iris-v0" and r["agent"]["name"] == "oracle")
+                "agentbench_poad.leaderboard.from_run:load_run_agent"
+            )
+    dsc_oracle = next(
+        r
+        for r in records.values()
+        if r["env"]["id"] == "DataSciCoding-iris-v0" and r["agent"]["name"] == "oracle"
+    )
     assert dsc_oracle["scores"]["metric"] == "final_auc"
     assert 0.5 < dsc_oracle["scores"]["mean"] <= 1.0
     html = (quickstart / "report" / "report.html").read_text()
@@ -66,19 +70,34 @@ def test_quickstart_rerun_reuses_its_work(quickstart, capsys):
 def test_leaderboard_add_run_makes_a_record_that_verifies(quickstart, tmp_path):
     run = quickstart / "runs" / "poad"
     store = tmp_path / "store"
-    assert main(["leaderboard", "--store", str(store), "add", "--run", str(run),
-                 "--episodes", "1", "--env", "VirtualHome-Cheese-v0"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                "--store",
+                str(store),
+                "add",
+                "--run",
+                str(run),
+                "--episodes",
+                "1",
+                "--env",
+                "VirtualHome-Cheese-v0",
+            ]
+        )
+        == 0
+    )
     (record,) = load_records(store)
     assert record["agent"]["name"] == "poad"
     assert record["env"]["id"] == "VirtualHome-Cheese-v0"
     assert record["training"]["env_id"] == ENV  # a generalisation row
     assert record["record_id"].endswith("trainedon-TomatoSalad")
-    assert record["command"] == (f"agentbench-poad leaderboard add --run {run} --episodes 1 "
-                                 "--env VirtualHome-Cheese-v0")
+    assert record["command"] == (
+        f"agentbench-poad leaderboard add --run {run} --episodes 1 --env VirtualHome-Cheese-v0"
+    )
     config = json.loads((run / "config.json").read_text())
     assert record["config"]["training_config"]["seed"] == config["seed"]
-    result = verify_record(read_record(store / f"{record['record_id']}.json"),
-                           episodes_per_seed=1)
+    result = verify_record(read_record(store / f"{record['record_id']}.json"), episodes_per_seed=1)
     assert result.reproduced, result.summary()
 
 
@@ -88,8 +107,9 @@ def test_full_quickstart(tmp_path):
     beat the base-model row (the 15-minute budget on 2 cores: benchmarks/quickstart_budget.py)."""
     assert main(["quickstart", "--out", str(tmp_path), "--no-progress"]) == 0
     assert (tmp_path / "report" / "report.html").exists()
-    rows = {r["agent"]["name"]: r for r in load_records(tmp_path / "records")
-            if r["env"]["id"] == ENV}
+    rows = {
+        r["agent"]["name"]: r for r in load_records(tmp_path / "records") if r["env"]["id"] == ENV
+    }
     assert rows["poad"]["scores"]["mean"] > rows["base-greedy"]["scores"]["mean"]
 
 
@@ -103,8 +123,23 @@ def test_runs_of_two_training_seeds_make_one_record_with_a_spread(quickstart, tm
     config["seed"] = 1
     (second / "config.json").write_text(json.dumps(config))
     store = tmp_path / "store"
-    assert main(["leaderboard", "--store", str(store), "add", "--run", str(first), "--run",
-                 str(second), "--episodes", "1"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                "--store",
+                str(store),
+                "add",
+                "--run",
+                str(first),
+                "--run",
+                str(second),
+                "--episodes",
+                "1",
+            ]
+        )
+        == 0
+    )
     (record,) = load_records(store)
     assert [s["seed"] for s in record["scores"]["per_seed"]] == [0, 1]
     assert record["learning_curve"]["points"][-1]["n"] == 2
@@ -114,8 +149,17 @@ def test_runs_of_two_training_seeds_make_one_record_with_a_spread(quickstart, tm
 
 def test_more_steps_continue_training_and_refresh_the_trained_rows(tmp_path):
     out = tmp_path / "qs"
-    common = ["quickstart", "--tiny", "--out", str(out), "--no-progress", "--agents", "poad",
-              "--dataset-env", "none"]
+    common = [
+        "quickstart",
+        "--tiny",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--agents",
+        "poad",
+        "--dataset-env",
+        "none",
+    ]
     assert main(common) == 0
     assert main([*common, "--steps", "4"]) == 0
     poad = next(r for r in load_records(out / "records") if r["agent"]["name"] == "poad")

@@ -25,19 +25,32 @@ def episode(env: gym.Env, seed: int, actions=None, steps: int = 12) -> list:
         available = info.get("available_actions")
         action = actions[t] if actions is not None else available[rng.integers(len(available))]
         obs, reward, terminated, truncated, info = env.step(action)
-        out.append((obs, reward, terminated, truncated,
-                    {k: v for k, v in info.items() if k not in VOLATILE}))
+        out.append(
+            (
+                obs,
+                reward,
+                terminated,
+                truncated,
+                {k: v for k, v in info.items() if k not in VOLATILE},
+            )
+        )
         if terminated or truncated:
             obs, info = env.reset(seed=seed + 1)
     return out
 
 
-@pytest.mark.parametrize("env_id,kwargs,actions", [
-    ("Overcooked-TomatoSalad-v0", {}, None),
-    ("VirtualHome-FoodPreparation-v0", {}, None),
-    ("DataSciCoding-iris-v0", {"sandbox": "process", "limits": LIMITS},
-     [BAD_CODE[2][1], GOOD_BODY]),
-])
+@pytest.mark.parametrize(
+    "env_id,kwargs,actions",
+    [
+        ("Overcooked-TomatoSalad-v0", {}, None),
+        ("VirtualHome-FoodPreparation-v0", {}, None),
+        (
+            "DataSciCoding-iris-v0",
+            {"sandbox": "process", "limits": LIMITS},
+            [BAD_CODE[2][1], GOOD_BODY],
+        ),
+    ],
+)
 def test_remote_env_replays_the_local_episode(env_id, kwargs, actions):
     local = gym.make(env_id, **kwargs)
     remote = RemoteEnv(env_id, kwargs)
@@ -63,8 +76,10 @@ def test_step_envs_overlaps_remote_steps_with_the_same_results():
             infos.append(rb[1])
         rng = np.random.default_rng(0)
         for _ in range(6):
-            actions = [info["available_actions"][rng.integers(len(info["available_actions"]))]
-                       for info in infos]
+            actions = [
+                info["available_actions"][rng.integers(len(info["available_actions"]))]
+                for info in infos
+            ]
             got, want = step_envs(remote, actions), step_envs(local, actions)
             assert got == want
             infos = [result[4] for result in want]
@@ -103,23 +118,55 @@ def test_trainer_with_envs_in_ray_actors_equals_local(tiny_model, tmp_path):
 
     poad = get_algorithm("poad")
 
-    small = dict(num_envs=2, rollout_length=3, epochs=1, num_minibatches=2, lr=5e-2,
-                 critic_lr=1e-3, critic_hidden_sizes=(16, 16), eval_every=2, eval_episodes=2,
-                 target_kl=None)
+    small = dict(
+        num_envs=2,
+        rollout_length=3,
+        epochs=1,
+        num_minibatches=2,
+        lr=5e-2,
+        critic_lr=1e-3,
+        critic_hidden_sizes=(16, 16),
+        eval_every=2,
+        eval_episodes=2,
+        target_kl=None,
+    )
 
     def lines(run_dir):
         rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
         return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
 
-    local = train(poad, "CaseStudy-Microwave-v0", tiny_model, total_steps=18, seed=1,
-                  out=tmp_path / "local", overrides=small, progress=False)
-    remote = train(poad, "CaseStudy-Microwave-v0", tiny_model, total_steps=18, seed=1,
-                   out=tmp_path / "ray", overrides={**small, "env_executor": "ray"},
-                   progress=False)
+    local = train(
+        poad,
+        "CaseStudy-Microwave-v0",
+        tiny_model,
+        total_steps=18,
+        seed=1,
+        out=tmp_path / "local",
+        overrides=small,
+        progress=False,
+    )
+    remote = train(
+        poad,
+        "CaseStudy-Microwave-v0",
+        tiny_model,
+        total_steps=18,
+        seed=1,
+        out=tmp_path / "ray",
+        overrides={**small, "env_executor": "ray"},
+        progress=False,
+    )
     assert lines(remote) == lines(local)
     assert len(lines(local)) == 3
     # a run may resume under the other executor: where envs live is not part of its identity
-    train(poad, "CaseStudy-Microwave-v0", tiny_model, total_steps=24, seed=1,
-          out=tmp_path / "local", overrides={**small, "env_executor": "ray"}, progress=False,
-          resume=True)
+    train(
+        poad,
+        "CaseStudy-Microwave-v0",
+        tiny_model,
+        total_steps=24,
+        seed=1,
+        out=tmp_path / "local",
+        overrides={**small, "env_executor": "ray"},
+        progress=False,
+        resume=True,
+    )
     assert len(lines(tmp_path / "local")) == 4

@@ -37,8 +37,15 @@ def steps(sandbox, name: str, bodies: list[str], seed: int = 0) -> list[tuple]:
         env.reset(seed=seed)
         for body in bodies:
             obs, reward, terminated, truncated, info = env.step(body)
-            out.append((obs, reward, terminated, truncated,
-                        {k: v for k, v in info.items() if k not in VOLATILE}))
+            out.append(
+                (
+                    obs,
+                    reward,
+                    terminated,
+                    truncated,
+                    {k: v for k, v in info.items() if k not in VOLATILE},
+                )
+            )
             if terminated or truncated:
                 env.reset(seed=seed)
         return out
@@ -46,10 +53,13 @@ def steps(sandbox, name: str, bodies: list[str], seed: int = 0) -> list[tuple]:
         env.close()
 
 
-@pytest.mark.parametrize("name,bodies", [
-    ("iris", [LOGISTIC]),
-    ("breast-cancer", [BAD_CODE[5][1], BAD_CODE[7][1], GOOD_BODY]),
-])
+@pytest.mark.parametrize(
+    "name,bodies",
+    [
+        ("iris", [LOGISTIC]),
+        ("breast-cancer", [BAD_CODE[5][1], BAD_CODE[7][1], GOOD_BODY]),
+    ],
+)
 def test_grades_through_ray_equal_local(pool, name, bodies):
     local = steps("process", name, bodies)
     remote = steps(pool, name, bodies)
@@ -80,8 +90,10 @@ def test_test_labels_never_leave_the_host(ray_cluster):
     assert set(inputs) == {f"{k}_{i}" for i in range(5) for k in ("x_train", "y_train", "x_test")}
     data = ds.load_dataset("breast-cancer")
     for _, test in make_splits(len(data.y)):
-        assert not any(v.shape == data.y[test].shape and np.array_equal(v, data.y[test])
-                       for v in inputs.values())
+        assert not any(
+            v.shape == data.y[test].shape and np.array_equal(v, data.y[test])
+            for v in inputs.values()
+        )
 
 
 def test_parallel_grades_equal_sequential(pool):
@@ -104,7 +116,12 @@ def test_parallel_grades_equal_sequential(pool):
         t.join()
     for a, b in zip(sequential, parallel):
         assert (a.ok, a.reward, a.split_aucs, a.category, a.message) == (
-            b.ok, b.reward, b.split_aucs, b.category, b.message)
+            b.ok,
+            b.reward,
+            b.split_aucs,
+            b.category,
+            b.message,
+        )
     assert [g.ok for g in parallel] == [True, True, False, True]
 
 
@@ -123,7 +140,14 @@ def test_sandbox_ray_by_name_uses_the_nodes_backend(ray_cluster):
 def test_a_node_without_a_usable_backend_says_so(ray_cluster):
     from agentbench_poad.ray_sandbox import RaySandboxPool
 
-    with pytest.raises(SandboxUnavailable, match=r"Ray node \S+ has no usable sandbox backend "
-                                                 r"'docker'.*sandbox status"):
-        RaySandboxPool(workers=1, backend="docker", image="agentbench-poad-sandbox:no-such-tag",
-                       cpus_per_worker=0)
+    with pytest.raises(
+        SandboxUnavailable,
+        match=r"Ray node \S+ has no usable sandbox backend "
+        r"'docker'.*sandbox status",
+    ):
+        RaySandboxPool(
+            workers=1,
+            backend="docker",
+            image="agentbench-poad-sandbox:no-such-tag",
+            cpus_per_worker=0,
+        )

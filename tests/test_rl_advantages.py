@@ -66,10 +66,12 @@ def test_token_gae_matches_loop(intra, lam):
     rewards, values, mask, dones, next_value = random_rollout(rng)
     gamma = 0.9
     intra_gamma = 1.0 if intra == "bad" else gamma
-    adv, ret = token_level_gae(rewards, values, mask, dones, next_value, gamma=gamma, lam=lam,
-                               intra_gamma=intra_gamma)
-    ref_adv, ref_ret = loop_token_gae(rewards, values, mask, dones, next_value, gamma, lam,
-                                      intra_gamma)
+    adv, ret = token_level_gae(
+        rewards, values, mask, dones, next_value, gamma=gamma, lam=lam, intra_gamma=intra_gamma
+    )
+    ref_adv, ref_ret = loop_token_gae(
+        rewards, values, mask, dones, next_value, gamma, lam, intra_gamma
+    )
     np.testing.assert_allclose(adv, ref_adv, atol=1e-10)
     np.testing.assert_allclose(ret, ref_ret, atol=1e-10)
     assert np.all(adv[~mask] == 0) and np.all(ret[~mask] == 0)
@@ -81,10 +83,12 @@ def test_pad_values_are_ignored():
     noisy = np.where(mask, values, rng.normal(size=values.shape) * 100)
     noisy[tuple(np.argwhere(~mask)[::3].T)] = np.nan  # even NaN at pads must not leak
     assert np.isnan(noisy).any()
-    a = token_level_gae(rewards, values, mask, dones, next_value, gamma=0.9, lam=0.95,
-                        intra_gamma=1.0)[0]
-    b = token_level_gae(rewards, noisy, mask, dones, next_value, gamma=0.9, lam=0.95,
-                        intra_gamma=1.0)[0]
+    a = token_level_gae(
+        rewards, values, mask, dones, next_value, gamma=0.9, lam=0.95, intra_gamma=1.0
+    )[0]
+    b = token_level_gae(
+        rewards, noisy, mask, dones, next_value, gamma=0.9, lam=0.95, intra_gamma=1.0
+    )[0]
     np.testing.assert_allclose(a, b)
 
 
@@ -103,10 +107,12 @@ def test_one_token_actions_reduce_to_action_level(intra_gamma):
     rng = np.random.default_rng(6)
     rewards, values, _, dones, next_value = random_rollout(rng, width=1)
     mask = np.ones_like(values, dtype=bool)
-    adv, ret = token_level_gae(rewards, values, mask, dones, next_value, gamma=0.9, lam=0.8,
-                               intra_gamma=intra_gamma)
-    ref_adv, ref_ret = action_level_gae(rewards, values[..., 0], dones, next_value, gamma=0.9,
-                                        lam=0.8)
+    adv, ret = token_level_gae(
+        rewards, values, mask, dones, next_value, gamma=0.9, lam=0.8, intra_gamma=intra_gamma
+    )
+    ref_adv, ref_ret = action_level_gae(
+        rewards, values[..., 0], dones, next_value, gamma=0.9, lam=0.8
+    )
     np.testing.assert_allclose(adv[..., 0], ref_adv, atol=1e-12)
     np.testing.assert_allclose(ret[..., 0], ref_ret, atol=1e-12)
 
@@ -115,13 +121,15 @@ def test_bad_lambda_one_telescopes():
     """§4.4: with λ = 1 every token of an action gets A^n + V^n − V^j (no discount inside)."""
     rng = np.random.default_rng(7)
     rewards, values, mask, dones, next_value = random_rollout(rng)
-    adv, _ = token_level_gae(rewards, values, mask, dones, next_value, gamma=0.9, lam=1.0,
-                             intra_gamma=1.0)
+    adv, _ = token_level_gae(
+        rewards, values, mask, dones, next_value, gamma=0.9, lam=1.0, intra_gamma=1.0
+    )
     last = mask.sum(-1) - 1
     adv_last = np.take_along_axis(adv, last[..., None], -1)
     v_last = np.take_along_axis(values, last[..., None], -1)
-    np.testing.assert_allclose(np.where(mask, adv, 0), np.where(mask, adv_last + v_last - values, 0),
-                               atol=1e-10)
+    np.testing.assert_allclose(
+        np.where(mask, adv, 0), np.where(mask, adv_last + v_last - values, 0), atol=1e-10
+    )
 
 
 def test_numpy_and_torch_agree():
@@ -129,15 +137,26 @@ def test_numpy_and_torch_agree():
     rewards, values, mask, dones, next_value = random_rollout(rng)
     kwargs = dict(gamma=0.95, lam=0.95, intra_gamma=1.0)
     adv_np, ret_np = token_level_gae(rewards, values, mask, dones, next_value, **kwargs)
-    adv_t, ret_t = token_level_gae(torch.tensor(rewards), torch.tensor(values, dtype=torch.float32),
-                                   torch.tensor(mask), torch.tensor(dones),
-                                   torch.tensor(next_value), **kwargs)
+    adv_t, ret_t = token_level_gae(
+        torch.tensor(rewards),
+        torch.tensor(values, dtype=torch.float32),
+        torch.tensor(mask),
+        torch.tensor(dones),
+        torch.tensor(next_value),
+        **kwargs,
+    )
     assert isinstance(adv_t, torch.Tensor) and adv_t.dtype == torch.float32
     np.testing.assert_allclose(adv_t.numpy(), adv_np, atol=1e-5)
     np.testing.assert_allclose(ret_t.numpy(), ret_np, atol=1e-5)
     a_np, _ = action_level_gae(rewards, values[..., 0], dones, next_value, gamma=0.9, lam=0.9)
-    a_t, _ = action_level_gae(torch.tensor(rewards), torch.tensor(values[..., 0]),
-                              torch.tensor(dones), torch.tensor(next_value), gamma=0.9, lam=0.9)
+    a_t, _ = action_level_gae(
+        torch.tensor(rewards),
+        torch.tensor(values[..., 0]),
+        torch.tensor(dones),
+        torch.tensor(next_value),
+        gamma=0.9,
+        lam=0.9,
+    )
     assert isinstance(a_t, torch.Tensor)
     np.testing.assert_allclose(a_t.numpy(), a_np, atol=1e-12)
 
@@ -148,16 +167,19 @@ def test_bad_masks_are_rejected():
     holes = mask.copy()
     holes[0, 0, :] = [True, False, True] + [False] * (mask.shape[-1] - 3)
     with pytest.raises(ValueError, match="prefix"):
-        token_level_gae(rewards, values, holes, dones, next_value, gamma=0.9, lam=0.9,
-                        intra_gamma=1.0)
+        token_level_gae(
+            rewards, values, holes, dones, next_value, gamma=0.9, lam=0.9, intra_gamma=1.0
+        )
     empty = mask.copy()
     empty[1, 2, :] = False
     with pytest.raises(ValueError, match="at least one token"):
-        token_level_gae(rewards, values, empty, dones, next_value, gamma=0.9, lam=0.9,
-                        intra_gamma=1.0)
+        token_level_gae(
+            rewards, values, empty, dones, next_value, gamma=0.9, lam=0.9, intra_gamma=1.0
+        )
     with pytest.raises(ValueError, match="next_value"):
-        token_level_gae(rewards, values, mask, dones, next_value[:-1], gamma=0.9, lam=0.9,
-                        intra_gamma=1.0)
+        token_level_gae(
+            rewards, values, mask, dones, next_value[:-1], gamma=0.9, lam=0.9, intra_gamma=1.0
+        )
 
 
 def test_discount_matrix():
@@ -240,8 +262,9 @@ def test_bad_token_values_are_consistent_with_action_values(seed):
     steps = trajectory(seed)
     V, Q = exact_values(1.0)
     rewards, values, mask, dones, nv = rollout_arrays(steps, V, Q, 1.0)
-    adv, ret = token_level_gae(rewards, values, mask, dones, nv, gamma=GAMMA, lam=0.0,
-                               intra_gamma=1.0)
+    adv, ret = token_level_gae(
+        rewards, values, mask, dones, nv, gamma=GAMMA, lam=0.0, intra_gamma=1.0
+    )
     action_values = values[:, :, 0]
     a_adv, a_ret = action_level_gae(rewards, action_values, dones, nv, gamma=GAMMA, lam=0.0)
     for t, (stage, k, action, _, _) in enumerate(steps):
@@ -276,8 +299,9 @@ def test_ntpo_discounts_earlier_tokens(seed):
     steps = trajectory(seed)
     V, Q = exact_values(GAMMA)
     rewards, values, mask, dones, nv = rollout_arrays(steps, V, Q, GAMMA)
-    adv, ret = token_level_gae(rewards, values, mask, dones, nv, gamma=GAMMA, lam=0.0,
-                               intra_gamma=GAMMA)
+    adv, ret = token_level_gae(
+        rewards, values, mask, dones, nv, gamma=GAMMA, lam=0.0, intra_gamma=GAMMA
+    )
     V_bad, Q_bad = exact_values(1.0)
     for t, (stage, k, action, _, _) in enumerate(steps):
         n = len(tokens(action))
@@ -296,8 +320,9 @@ def test_reverse_discounted_cumsum_paths_agree(factor):
 
     x = np.random.default_rng(10).normal(size=(3, 40))
     expected = x @ discount_matrix(40, factor).T
-    np.testing.assert_allclose(reverse_discounted_cumsum(x, factor), expected, rtol=1e-9,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        reverse_discounted_cumsum(x, factor), expected, rtol=1e-9, atol=1e-12
+    )
 
 
 def test_numpy_only_path_gives_the_same_numbers(monkeypatch):

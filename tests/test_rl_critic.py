@@ -12,8 +12,11 @@ from agentbench_poad.rl.critic import ActionCritic, TargetCritic, TokenCritic, V
 def test_value_head_architecture_is_the_references():
     head = ValueHead(4096)
     linears = [m for m in head.modules() if isinstance(m, torch.nn.Linear)]
-    assert [(m.in_features, m.out_features) for m in linears] == [(4096, 1024), (1024, 512),
-                                                                  (512, 1)]
+    assert [(m.in_features, m.out_features) for m in linears] == [
+        (4096, 1024),
+        (1024, 512),
+        (512, 1),
+    ]
     assert all(m.bias is None for m in linears)
     assert sum(isinstance(m, torch.nn.ReLU) for m in head.modules()) == 2
     assert sum(p.numel() for p in head.parameters()) == 4_719_104  # REFERENCE_SPEC §4.2

@@ -36,8 +36,11 @@ from agentbench_poad.rl.ppo import (  # noqa: E402
     ppo_update,
 )
 
-SETTINGS = settings(max_examples=40, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 # Widths: the interesting ones always get drawn (8 is the defect's stride), any other 1-64 too.
 WIDTHS = st.one_of(st.sampled_from([1, 2, 7, 8, 9, 16, 64]), st.integers(1, 64))
@@ -119,8 +122,9 @@ def rollouts(draw):
 def discounts(draw):
     gamma = draw(DISCOUNTS)
     lam = draw(DISCOUNTS)
-    intra = draw(st.one_of(st.just("bad"), st.just("ntpo"), DISCOUNTS,
-                           st.sampled_from([1e-9, 1e-3])))  # tiny: the discount-matrix path
+    intra = draw(
+        st.one_of(st.just("bad"), st.just("ntpo"), DISCOUNTS, st.sampled_from([1e-9, 1e-3]))
+    )  # tiny: the discount-matrix path
     intra_gamma = {"bad": 1.0, "ntpo": gamma}.get(intra, intra)
     return gamma, lam, intra_gamma
 
@@ -145,14 +149,34 @@ def tolerance(dtype, *arrays):
 
 # -- token-level GAE ----------------------------------------------------------------------------
 @settings(SETTINGS, max_examples=100)
-@given(case=rollouts(), discount=discounts(), kind=st.sampled_from(["numpy", "torch"]),
-       dtype=st.sampled_from([np.float64, np.float32]), torch_loaded=st.booleans())
-@example(case=dict(seed=0, steps=3, envs=4, width=8, done_rate=0.3, full_row=True),
-         discount=(0.95, 0.95, 1.0), kind="numpy", dtype=np.float64, torch_loaded=True)
-@example(case=dict(seed=1, steps=16, envs=8, width=8, done_rate=0.3, full_row=True),
-         discount=(0.99, 0.95, 0.99), kind="numpy", dtype=np.float64, torch_loaded=False)
-@example(case=dict(seed=2, steps=5, envs=3, width=1, done_rate=0.3, full_row=True),
-         discount=(0.9, 0.8, 1.0), kind="numpy", dtype=np.float64, torch_loaded=True)
+@given(
+    case=rollouts(),
+    discount=discounts(),
+    kind=st.sampled_from(["numpy", "torch"]),
+    dtype=st.sampled_from([np.float64, np.float32]),
+    torch_loaded=st.booleans(),
+)
+@example(
+    case=dict(seed=0, steps=3, envs=4, width=8, done_rate=0.3, full_row=True),
+    discount=(0.95, 0.95, 1.0),
+    kind="numpy",
+    dtype=np.float64,
+    torch_loaded=True,
+)
+@example(
+    case=dict(seed=1, steps=16, envs=8, width=8, done_rate=0.3, full_row=True),
+    discount=(0.99, 0.95, 0.99),
+    kind="numpy",
+    dtype=np.float64,
+    torch_loaded=False,
+)
+@example(
+    case=dict(seed=2, steps=5, envs=3, width=1, done_rate=0.3, full_row=True),
+    discount=(0.9, 0.8, 1.0),
+    kind="numpy",
+    dtype=np.float64,
+    torch_loaded=True,
+)
 def test_token_gae_matches_the_loop(case, discount, kind, dtype, torch_loaded):
     """``torch_loaded=False`` hides torch (NumPy inputs only): the NumPy cumsum path runs."""
     gamma, lam, intra_gamma = discount
@@ -167,8 +191,9 @@ def test_token_gae_matches_the_loop(case, discount, kind, dtype, torch_loaded):
     # The loop sees exactly the numbers the estimator was given (float32 inputs rounded first).
     r, v, _, d, nv = (to_numpy(x).astype(np.float64) for x in inputs)
     lengths = mask.sum(-1)
-    ref_adv, ref_ret = loop_token_gae(r.tolist(), v.tolist(), lengths.tolist(), d.tolist(),
-                                      nv.tolist(), gamma, lam, intra_gamma)
+    ref_adv, ref_ret = loop_token_gae(
+        r.tolist(), v.tolist(), lengths.tolist(), d.tolist(), nv.tolist(), gamma, lam, intra_gamma
+    )
     # Same kind, dtype and shape as ``values``; inputs untouched.
     assert type(adv) is type(inputs[1]) and type(ret) is type(inputs[1])
     assert adv.dtype == inputs[1].dtype and ret.dtype == inputs[1].dtype
@@ -189,10 +214,12 @@ def test_one_token_actions_are_action_level_gae(case, discount):
     """Width 1: every intra-action discount reduces to TWOSOME's backup."""
     gamma, lam, intra_gamma = discount
     rewards, values, mask, dones, next_value = make_rollout(**{**case, "width": 1})
-    adv, ret = token_level_gae(rewards, values, mask, dones, next_value, gamma=gamma, lam=lam,
-                               intra_gamma=intra_gamma)
-    a_adv, a_ret = action_level_gae(rewards, values[..., 0], dones, next_value, gamma=gamma,
-                                    lam=lam)
+    adv, ret = token_level_gae(
+        rewards, values, mask, dones, next_value, gamma=gamma, lam=lam, intra_gamma=intra_gamma
+    )
+    a_adv, a_ret = action_level_gae(
+        rewards, values[..., 0], dones, next_value, gamma=gamma, lam=lam
+    )
     atol = tolerance(np.float64, a_adv, a_ret)
     np.testing.assert_allclose(adv[..., 0], a_adv, rtol=0, atol=atol)
     np.testing.assert_allclose(ret[..., 0], a_ret, rtol=0, atol=atol)
@@ -215,8 +242,9 @@ def test_pad_contents_never_matter(case, discount, data):
 @SETTINGS
 @given(case=rollouts(), data=st.data())
 def test_masks_that_are_not_prefixes_are_rejected(case, data):
-    rewards, values, mask, dones, next_value = make_rollout(**{**case,
-                                                               "width": max(case["width"], 2)})
+    rewards, values, mask, dones, next_value = make_rollout(
+        **{**case, "width": max(case["width"], 2)}
+    )
     t = data.draw(st.integers(0, mask.shape[0] - 1))
     i = data.draw(st.integers(0, mask.shape[1] - 1))
     hole = data.draw(st.integers(0, mask.shape[2] - 2))
@@ -225,8 +253,9 @@ def test_masks_that_are_not_prefixes_are_rejected(case, data):
     bad[t, i, hole] = False
     bad[t, i, after] = True  # a real token after a pad
     with pytest.raises(ValueError, match="prefix"):
-        token_level_gae(rewards, values, bad, dones, next_value, gamma=0.9, lam=0.9,
-                        intra_gamma=1.0)
+        token_level_gae(
+            rewards, values, bad, dones, next_value, gamma=0.9, lam=0.9, intra_gamma=1.0
+        )
 
 
 @SETTINGS
@@ -234,13 +263,24 @@ def test_masks_that_are_not_prefixes_are_rejected(case, data):
 def test_zero_length_actions_are_rejected(case, data):
     rewards, values, mask, dones, next_value = make_rollout(**case)
     bad = mask.copy()
-    bad[data.draw(st.integers(0, mask.shape[0] - 1)), data.draw(st.integers(0, mask.shape[1] - 1))] = False
+    bad[
+        data.draw(st.integers(0, mask.shape[0] - 1)), data.draw(st.integers(0, mask.shape[1] - 1))
+    ] = False
     with pytest.raises(ValueError, match="at least one token"):
-        token_level_gae(rewards, values, bad, dones, next_value, gamma=0.9, lam=0.9,
-                        intra_gamma=0.9)
+        token_level_gae(
+            rewards, values, bad, dones, next_value, gamma=0.9, lam=0.9, intra_gamma=0.9
+        )
     with pytest.raises(ValueError, match="at least one token"):
-        token_level_gae(rewards, values[..., :0], mask[..., :0], dones, next_value, gamma=0.9,
-                        lam=0.9, intra_gamma=0.9)
+        token_level_gae(
+            rewards,
+            values[..., :0],
+            mask[..., :0],
+            dones,
+            next_value,
+            gamma=0.9,
+            lam=0.9,
+            intra_gamma=0.9,
+        )
 
 
 @SETTINGS
@@ -260,8 +300,9 @@ def test_non_finite_numbers_where_they_are_used_are_rejected(case, data, bad):
         next_value[0] = bad
     intra_gamma = data.draw(st.sampled_from([1.0, 0.9, 0.0]))
     with pytest.raises(ValueError, match=f"{where} contains NaN or inf"):
-        token_level_gae(rewards, values, mask, dones, next_value, gamma=0.9, lam=0.9,
-                        intra_gamma=intra_gamma)
+        token_level_gae(
+            rewards, values, mask, dones, next_value, gamma=0.9, lam=0.9, intra_gamma=intra_gamma
+        )
 
 
 @pytest.mark.parametrize("intra_gamma", [1.0, 0.9, 0.0])
@@ -270,8 +311,9 @@ def test_overflow_is_a_clear_error_not_a_silent_inf(intra_gamma):
     values = np.where(mask, 1e308, np.nan)  # finite, but differences overflow
     values[..., 0] = -1e308
     try:
-        adv, ret = token_level_gae(rewards, values, mask, dones, next_value, gamma=0.9, lam=0.9,
-                                   intra_gamma=intra_gamma)
+        adv, ret = token_level_gae(
+            rewards, values, mask, dones, next_value, gamma=0.9, lam=0.9, intra_gamma=intra_gamma
+        )
     except ValueError as error:  # never a silent inf or NaN, nor an endless restart
         assert "overflows float64" in str(error)
     else:
@@ -295,16 +337,22 @@ def test_dones_must_be_zero_or_one():
     rewards, values, mask, dones, next_value = make_rollout(0, 2, 2, 3)
     half = np.full(dones.shape, 0.5)
     with pytest.raises(ValueError, match="dones must be"):
-        token_level_gae(rewards, values, mask, half, next_value, gamma=0.9, lam=0.9,
-                        intra_gamma=1.0)
+        token_level_gae(
+            rewards, values, mask, half, next_value, gamma=0.9, lam=0.9, intra_gamma=1.0
+        )
     with pytest.raises(ValueError, match="dones must be"):
         action_level_gae(rewards, values[..., 0], half, next_value, gamma=0.9, lam=0.9)
 
 
 # -- action-level GAE ---------------------------------------------------------------------------
 @SETTINGS
-@given(case=rollouts(), gamma=DISCOUNTS, lam=DISCOUNTS,
-       kind=st.sampled_from(["numpy", "torch"]), dtype=st.sampled_from([np.float64, np.float32]))
+@given(
+    case=rollouts(),
+    gamma=DISCOUNTS,
+    lam=DISCOUNTS,
+    kind=st.sampled_from(["numpy", "torch"]),
+    dtype=st.sampled_from([np.float64, np.float32]),
+)
 def test_action_gae_matches_the_loop(case, gamma, lam, kind, dtype):
     rewards, values, _, dones, next_value = make_rollout(**case)
     values = np.nan_to_num(values[..., 0])  # one value per step (column 0 is always real)
@@ -331,10 +379,17 @@ def loss_batches(draw):
     mask = np.arange(width) < lengths[:, None]
     old = np.log(rng.uniform(0.01, 1.0, size=(rows, width)))
     new = old + rng.normal(scale=draw(st.sampled_from([0.0, 0.05, 0.5, 2.0])), size=old.shape)
-    tensors = {k: torch.tensor(x, dtype=dtype) for k, x in dict(
-        new=new, old=old, adv=rng.normal(scale=2.0, size=old.shape),
-        values=rng.normal(size=old.shape), old_values=rng.normal(size=old.shape),
-        returns=rng.normal(size=old.shape)).items()}
+    tensors = {
+        k: torch.tensor(x, dtype=dtype)
+        for k, x in dict(
+            new=new,
+            old=old,
+            adv=rng.normal(scale=2.0, size=old.shape),
+            values=rng.normal(size=old.shape),
+            old_values=rng.normal(size=old.shape),
+            returns=rng.normal(size=old.shape),
+        ).items()
+    }
     tensors["mask"] = torch.tensor(mask)
     return tensors
 
@@ -349,8 +404,12 @@ def close(a, b, dtype):
 def test_clipped_surrogate_matches_the_loop(batch, clip):
     loss = clipped_surrogate_loss(batch["new"], batch["old"], batch["adv"], clip=clip)
     assert loss.shape == batch["new"].shape and loss.dtype == batch["new"].dtype
-    for lp, old, a, got in zip(batch["new"].flatten().tolist(), batch["old"].flatten().tolist(),
-                               batch["adv"].flatten().tolist(), loss.flatten().tolist()):
+    for lp, old, a, got in zip(
+        batch["new"].flatten().tolist(),
+        batch["old"].flatten().tolist(),
+        batch["adv"].flatten().tolist(),
+        loss.flatten().tolist(),
+    ):
         ratio = math.exp(lp - old)
         clipped_ratio = min(max(ratio, 1.0 - clip), 1.0 + clip)
         assert close(got, max(-ratio * a, -clipped_ratio * a), batch["new"].dtype)
@@ -359,13 +418,16 @@ def test_clipped_surrogate_matches_the_loop(batch, clip):
 @SETTINGS
 @given(batch=loss_batches(), clip=st.sampled_from([0.0, 0.1, 0.2, 0.5]))
 def test_clipped_value_loss_matches_the_loop(batch, clip):
-    got = clipped_value_loss(batch["values"], batch["old_values"], batch["returns"],
-                             batch["mask"], clip=clip).item()
+    got = clipped_value_loss(
+        batch["values"], batch["old_values"], batch["returns"], batch["mask"], clip=clip
+    ).item()
     terms = []
-    for v, old, ret, real in zip(batch["values"].flatten().tolist(),
-                                 batch["old_values"].flatten().tolist(),
-                                 batch["returns"].flatten().tolist(),
-                                 batch["mask"].flatten().tolist()):
+    for v, old, ret, real in zip(
+        batch["values"].flatten().tolist(),
+        batch["old_values"].flatten().tolist(),
+        batch["returns"].flatten().tolist(),
+        batch["mask"].flatten().tolist(),
+    ):
         if real:
             v_clip = old + min(max(v - old, -clip), clip)
             terms.append(max(0.5 * (ret - v_clip) ** 2, 0.5 * (ret - v) ** 2))
@@ -378,9 +440,15 @@ def test_clipped_value_loss_matches_the_loop(batch, clip):
 def test_masked_mean_and_kl_match_the_loop_and_ignore_pads(batch, junk):
     mask = batch["mask"]
     new = torch.where(mask, batch["new"], torch.full_like(batch["new"], junk))
-    real = [(lp, old) for lp, old, m in zip(batch["new"].flatten().tolist(),
-                                            batch["old"].flatten().tolist(),
-                                            mask.flatten().tolist()) if m]
+    real = [
+        (lp, old)
+        for lp, old, m in zip(
+            batch["new"].flatten().tolist(),
+            batch["old"].flatten().tolist(),
+            mask.flatten().tolist(),
+        )
+        if m
+    ]
     count = max(len(real), 1)
     expected_mean = sum(lp for lp, _ in real) / count
     expected_kl = sum(math.exp(lp - old) - 1.0 - (lp - old) for lp, old in real) / count
@@ -402,16 +470,22 @@ def test_masked_advantage_normalisation_matches_the_loop(batch, junk):
     count = max(len(real), 1)
     mean = sum(real) / count
     std = math.sqrt(sum((a - mean) ** 2 for a in real) / count)  # population std
-    for got, a, m in zip(out.flatten().tolist(), batch["adv"].flatten().tolist(),
-                         mask.flatten().tolist()):
+    for got, a, m in zip(
+        out.flatten().tolist(), batch["adv"].flatten().tolist(), mask.flatten().tolist()
+    ):
         assert close(got, (a - mean) / (std + 1e-8) if m else 0.0, batch["adv"].dtype)
 
 
 # -- the KL skip of the PPO update ----------------------------------------------------------------
 @SETTINGS
-@given(seed=st.integers(0, 2**16), size=st.integers(2, 12), width=st.integers(1, 9),
-       target_kl=st.sampled_from([None, 0.0, 1e-4, 0.01, 0.1, 1e9]),
-       epochs=st.integers(1, 3), lr=st.sampled_from([1e-3, 0.1, 1.0]))
+@given(
+    seed=st.integers(0, 2**16),
+    size=st.integers(2, 12),
+    width=st.integers(1, 9),
+    target_kl=st.sampled_from([None, 0.0, 1e-4, 0.01, 0.1, 1e9]),
+    epochs=st.integers(1, 3),
+    lr=st.sampled_from([1e-3, 0.1, 1.0]),
+)
 def test_kl_skip_matches_the_loop(seed, size, width, target_kl, epochs, lr):
     """A minibatch's policy step is taken iff its k3 KL (recomputed here) is <= target_kl.
 
@@ -427,11 +501,14 @@ def test_kl_skip_matches_the_loop(seed, size, width, target_kl, epochs, lr):
     mask = torch.arange(width)[None, :] < lengths[:, None]
     with torch.no_grad():
         old = torch.log_softmax(logits, -1).gather(-1, tokens[..., None])[..., 0]
-    batch = PPOBatch(old_log_probs=old.where(mask, torch.zeros_like(old)),
-                     advantages=torch.randn(size, width, generator=gen, dtype=torch.float64) * mask,
-                     returns=torch.randn(size, width, generator=gen, dtype=torch.float64),
-                     old_values=torch.zeros(size, width, dtype=torch.float64), mask=mask,
-                     extras={"row": list(range(size))})
+    batch = PPOBatch(
+        old_log_probs=old.where(mask, torch.zeros_like(old)),
+        advantages=torch.randn(size, width, generator=gen, dtype=torch.float64) * mask,
+        returns=torch.randn(size, width, generator=gen, dtype=torch.float64),
+        old_values=torch.zeros(size, width, dtype=torch.float64),
+        mask=mask,
+        extras={"row": list(range(size))},
+    )
     policy_optimizer = make_adamw([logits], lr)
     critic_optimizer = make_adamw([value_table], 0.01)
     seen = []  # (loop KL of the minibatch, optimiser steps so far)
@@ -441,10 +518,15 @@ def test_kl_skip_matches_the_loop(seed, size, width, target_kl, epochs, lr):
         log_probs_all = torch.log_softmax(logits[rows], -1)
         log_probs = log_probs_all.gather(-1, tokens[rows][..., None])[..., 0]
         entropy = -(log_probs_all.exp() * log_probs_all).sum(-1)
-        kl_terms = [math.exp(lp - o) - 1.0 - (lp - o)
-                    for lp, o, m in zip(log_probs.flatten().tolist(),
-                                        minibatch.old_log_probs.flatten().tolist(),
-                                        minibatch.mask.flatten().tolist()) if m]
+        kl_terms = [
+            math.exp(lp - o) - 1.0 - (lp - o)
+            for lp, o, m in zip(
+                log_probs.flatten().tolist(),
+                minibatch.old_log_probs.flatten().tolist(),
+                minibatch.mask.flatten().tolist(),
+            )
+            if m
+        ]
         state = policy_optimizer.state.get(logits, {})
         seen.append((sum(kl_terms) / max(len(kl_terms), 1), int(state.get("step", 0))))
         return PolicyEvaluation(log_probs, entropy)
@@ -454,11 +536,16 @@ def test_kl_skip_matches_the_loop(seed, size, width, target_kl, epochs, lr):
 
     num_minibatches = min(2, size)
     metrics = ppo_update(
-        batch, evaluate_policy=evaluate_policy, evaluate_values=evaluate_values,
-        policy_parameters=[logits], critic_parameters=[value_table],
-        policy_optimizer=policy_optimizer, critic_optimizer=critic_optimizer,
+        batch,
+        evaluate_policy=evaluate_policy,
+        evaluate_values=evaluate_values,
+        policy_parameters=[logits],
+        critic_parameters=[value_table],
+        policy_optimizer=policy_optimizer,
+        critic_optimizer=critic_optimizer,
         settings=PPOSettings(epochs=epochs, num_minibatches=num_minibatches, target_kl=target_kl),
-        generator=torch.Generator().manual_seed(seed))
+        generator=torch.Generator().manual_seed(seed),
+    )
 
     final_steps = int(policy_optimizer.state.get(logits, {}).get("step", 0))
     steps_after = [s for _, s in seen[1:]] + [final_steps]
@@ -471,8 +558,9 @@ def test_kl_skip_matches_the_loop(seed, size, width, target_kl, epochs, lr):
             assert got == want, (kl, target_kl, taken, expected)
     assert metrics["skipped_kl"] == len(seen) - sum(taken)
     assert metrics["policy_steps"] == sum(taken)
-    assert math.isclose(metrics["approx_kl"], sum(kl for kl, _ in seen) / len(seen),
-                        rel_tol=1e-9, abs_tol=1e-12)
+    assert math.isclose(
+        metrics["approx_kl"], sum(kl for kl, _ in seen) / len(seen), rel_tol=1e-9, abs_tol=1e-12
+    )
 
 
 # -- TWOSOME's word / token normalisation ---------------------------------------------------------
@@ -484,8 +572,9 @@ def candidate_sets(draw):
     """Offered actions (texts) with per-token log-probs (1-12 tokens each)."""
     count = draw(st.integers(1, 6))
     texts = [" ".join(draw(st.lists(WORDS, min_size=0, max_size=6))) for _ in range(count)]
-    token_log_probs = [draw(st.lists(st.floats(-20.0, 0.0), min_size=1, max_size=12))
-                       for _ in range(count)]
+    token_log_probs = [
+        draw(st.lists(st.floats(-20.0, 0.0), min_size=1, max_size=12)) for _ in range(count)
+    ]
     return texts, token_log_probs
 
 
@@ -495,8 +584,12 @@ def test_candidate_normalisation_matches_the_loop(candidates, normalization):
     """The restricted-action policy: log-softmax of normalised action log-likelihoods (§4.3)."""
     texts, token_log_probs = candidates
     normalise = NORMALIZATIONS[normalization]
-    scores = torch.stack([normalise(torch.tensor(lp, dtype=torch.float64).sum(), len(lp), text)
-                          for text, lp in zip(texts, token_log_probs)])
+    scores = torch.stack(
+        [
+            normalise(torch.tensor(lp, dtype=torch.float64).sum(), len(lp), text)
+            for text, lp in zip(texts, token_log_probs)
+        ]
+    )
     categorical = torch.log_softmax(scores, dim=0).tolist()
 
     def loop_score(text, lp):
@@ -515,11 +608,15 @@ def test_candidate_normalisation_matches_the_loop(candidates, normalization):
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(actions=st.lists(st.lists(WORDS, min_size=1, max_size=4).map(" ".join), min_size=1,
-                        max_size=4, unique=True),
-       normalization=st.sampled_from(["word", "token", "sum"]))
-def test_lm_candidate_policy_matches_the_loop_over_token_log_probs(actions, normalization,
-                                                                  shared_tiny_policy):
+@given(
+    actions=st.lists(
+        st.lists(WORDS, min_size=1, max_size=4).map(" ".join), min_size=1, max_size=4, unique=True
+    ),
+    normalization=st.sampled_from(["word", "token", "sum"]),
+)
+def test_lm_candidate_policy_matches_the_loop_over_token_log_probs(
+    actions, normalization, shared_tiny_policy
+):
     """``candidate_log_probs`` (batched scoring) equals the loop over ``token_log_probs``."""
     policy = shared_tiny_policy
     policy.normalization = normalization
@@ -531,8 +628,13 @@ def test_lm_candidate_policy_matches_the_loop_over_token_log_probs(actions, norm
             ids = policy.encode_action(prompt, action)
             per_token = policy.token_log_probs([prompt], [ids]).log_probs[0, : len(ids)].tolist()
             total = sum(per_token)
-            scores.append({"word": total / max(1, len(action.split())),
-                           "token": total / max(1, len(ids)), "sum": total}[normalization])
+            scores.append(
+                {
+                    "word": total / max(1, len(action.split())),
+                    "token": total / max(1, len(ids)),
+                    "sum": total,
+                }[normalization]
+            )
     top = max(scores)
     log_z = top + math.log(sum(math.exp(s - top) for s in scores))
     for g, s in zip(got, scores):
@@ -544,8 +646,7 @@ def shared_tiny_policy(tiny_model):
     from agentbench_poad.baselines import get_algorithm
     from agentbench_poad.rl.trainer import build_policy
 
-    config = get_algorithm("twosome").config_class(num_envs=1, rollout_length=1,
-                                                   num_minibatches=1)
+    config = get_algorithm("twosome").config_class(num_envs=1, rollout_length=1, num_minibatches=1)
     policy = build_policy(config, tiny_model, seed=0)
     policy.model.eval()
     normalization = policy.normalization

@@ -58,9 +58,10 @@ def test_tiny_model_loads_with_auto_classes(tiny_model_dir):  # noqa: F811
     assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True) == text
     # Byte tokens compose: tokens(a + b) == tokens(a) + tokens(b) without BOS.
     a, b = "You are in the kitchen.", " pick up the tomato"
-    assert tokenizer(a + b)["input_ids"] == tokenizer(a)["input_ids"] + tokenizer(
-        b, add_special_tokens=False
-    )["input_ids"]
+    assert (
+        tokenizer(a + b)["input_ids"]
+        == tokenizer(a)["input_ids"] + tokenizer(b, add_special_tokens=False)["input_ids"]
+    )
     assert (tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id) == (0, 1, 2)
     names = {name for name, _ in model.named_modules()}
     assert any(name.endswith("q_proj") for name in names)
@@ -130,14 +131,31 @@ def test_cli_model_init_tiny(tmp_path, capsys):
     from agentbench_poad.cli import main
 
     out = tmp_path / "tiny"
-    assert main(["model", "init", "tiny", "--out", str(out), "--seed", "1",
-                 "--hidden-size", "32", "--num-layers", "1", "--num-heads", "2"]) == 0
+    assert (
+        main(
+            [
+                "model",
+                "init",
+                "tiny",
+                "--out",
+                str(out),
+                "--seed",
+                "1",
+                "--hidden-size",
+                "32",
+                "--num-layers",
+                "1",
+                "--num-heads",
+                "2",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert str(out) in printed and "parameters" in printed
     model, tokenizer = load_causal_lm(out)
     assert model.config.hidden_size == 32 and model.config.num_hidden_layers == 1
-    reference = init_tiny_model(tmp_path / "ref", seed=1, hidden_size=32, num_layers=1,
-                                num_heads=2)
+    reference = init_tiny_model(tmp_path / "ref", seed=1, hidden_size=32, num_layers=1, num_heads=2)
     w_cli, w_ref = _weights(out), _weights(reference)
     assert all(torch.equal(w_cli[k], w_ref[k]) for k in w_ref)
 

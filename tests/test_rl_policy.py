@@ -102,8 +102,10 @@ def test_shared_prefix_scoring_of_several_prompts_in_one_batch(policy):
     with torch.no_grad():
         scored = policy._score_group(
             [policy.encode_prompt(p) for p in prompts],
-            [[policy.encode_action(p, a) for a in actions]
-             for p, actions in zip(prompts, action_lists)],
+            [
+                [policy.encode_action(p, a) for a in actions]
+                for p, actions in zip(prompts, action_lists)
+            ],
         )
     for prompt, actions, log_probs in zip(prompts, action_lists, scored):
         assert log_probs.shape[0] == len(actions)
@@ -121,8 +123,10 @@ def test_grouping_by_cache_budget_does_not_change_results(tiny_model_dir):  # no
     _perturb_lora(split, seed=5)
     prompts, action_lists = [PROMPT, OTHER_PROMPT], [ACTIONS, OTHER_ACTIONS]
     with torch.no_grad():
-        for a, b in zip(whole.candidate_log_probs(prompts, action_lists),
-                        split.candidate_log_probs(prompts, action_lists)):
+        for a, b in zip(
+            whole.candidate_log_probs(prompts, action_lists),
+            split.candidate_log_probs(prompts, action_lists),
+        ):
             torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="score_batch_tokens"):
         LMPolicy(tiny_model_dir, score_batch_tokens=0)
@@ -209,8 +213,7 @@ def test_token_log_probs_match_full_forward_and_carry_grad(policy):
         n = len(ids)
         assert result.mask[row].tolist() == [True] * n + [False] * (width - n)
         expected = torch.tensor(_full_forward_log_probs(policy, prompt, ids))
-        torch.testing.assert_close(result.log_probs[row, :n].detach(), expected, atol=1e-4,
-                                   rtol=0)
+        torch.testing.assert_close(result.log_probs[row, :n].detach(), expected, atol=1e-4, rtol=0)
         assert torch.all(result.log_probs[row, n:] == 0) and torch.all(result.entropy[row, n:] == 0)
     # Entropy of the full-vocabulary distribution at the first action position of row 2.
     prompt_ids = policy.encode_prompt(CODE_PROMPT)
@@ -241,8 +244,7 @@ def test_candidate_log_probs_gradients_match_full_forwards(tiny_model_dir):  # n
         return sum((lp * weights[: len(lp)]).sum() for lp in per_prompt)
 
     params = policy.trainable_parameters()
-    shared = torch.autograd.grad(loss_of(policy.candidate_log_probs(prompts, action_lists)),
-                                 params)
+    shared = torch.autograd.grad(loss_of(policy.candidate_log_probs(prompts, action_lists)), params)
     naive_scores = []
     for prompt, actions in zip(prompts, action_lists):
         prompt_ids = policy.encode_prompt(prompt)
@@ -274,8 +276,9 @@ def test_candidate_log_probs_carry_grad(policy):
 
 
 def test_open_actions_log_probs_match_rescoring(tiny_model_dir):  # noqa: F811
-    settings = GenerationSettings(temperature=0.7, top_k=20, top_p=0.9, max_new_tokens=12,
-                                  stop_strings=(), stop_patterns=())
+    settings = GenerationSettings(
+        temperature=0.7, top_k=20, top_p=0.9, max_new_tokens=12, stop_strings=(), stop_patterns=()
+    )
     policy = LMPolicy(tiny_model_dir, generation=settings)
     _perturb_lora(policy, seed=3)
     prompts = [CODE_PROMPT, OTHER_PROMPT, PROMPT]  # different lengths: padded in one batch
@@ -297,24 +300,27 @@ def test_open_actions_log_probs_match_rescoring(tiny_model_dir):  # noqa: F811
     rescored = policy.token_log_probs(prompts, [s.token_ids for s in samples])
     for row, sample in enumerate(samples):
         n = len(sample.token_ids)
-        assert rescored.log_probs[row, :n].tolist() == pytest.approx(sample.token_log_probs,
-                                                                       abs=1e-4)
+        assert rescored.log_probs[row, :n].tolist() == pytest.approx(
+            sample.token_log_probs, abs=1e-4
+        )
     # Same generator seed, same actions.
     replay = policy.act(prompts, [None] * 3, generator=torch.Generator().manual_seed(7))
     assert [s.token_ids for s in replay] == [s.token_ids for s in samples]
 
 
 def test_open_sampling_log_probs_equal_lm_log_probs_without_processing(tiny_model_dir):  # noqa: F811
-    settings = GenerationSettings(temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=6,
-                                  stop_strings=(), stop_patterns=())
+    settings = GenerationSettings(
+        temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=6, stop_strings=(), stop_patterns=()
+    )
     policy = LMPolicy(tiny_model_dir, generation=settings)
     sample = policy.act([CODE_PROMPT], [None], generator=torch.Generator().manual_seed(0))[0]
     assert sample.sampling_log_probs == pytest.approx(sample.token_log_probs, abs=1e-5)
 
 
 def test_top_k_one_is_greedy(tiny_model_dir):  # noqa: F811
-    settings = GenerationSettings(temperature=0.5, top_k=1, max_new_tokens=8,
-                                  stop_strings=(), stop_patterns=())
+    settings = GenerationSettings(
+        temperature=0.5, top_k=1, max_new_tokens=8, stop_strings=(), stop_patterns=()
+    )
     policy = LMPolicy(tiny_model_dir, generation=settings)
     sampled = policy.act([CODE_PROMPT], [None], generator=torch.Generator().manual_seed(5))[0]
     greedy = policy.act([CODE_PROMPT], [None], greedy=True)[0]
@@ -329,11 +335,15 @@ def test_generation_stops_before_a_stop_string_and_drops_it(tiny_model_dir):  # 
     unconstrained = policy.act([CODE_PROMPT], [None], greedy=True)[0]
     text = unconstrained.text
     # Pick a stop string from the middle of what the model writes anyway.
-    start = next(i for i in range(4, len(text) - 3) if text[i : i + 2].isprintable()
-                 and text.find(text[i : i + 2]) == i)
+    start = next(
+        i
+        for i in range(4, len(text) - 3)
+        if text[i : i + 2].isprintable() and text.find(text[i : i + 2]) == i
+    )
     stop = text[start : start + 2]
-    policy.generation = GenerationSettings(max_new_tokens=24, stop_strings=(stop,),
-                                           stop_patterns=())
+    policy.generation = GenerationSettings(
+        max_new_tokens=24, stop_strings=(stop,), stop_patterns=()
+    )
     stopped = policy.act([CODE_PROMPT], [None], greedy=True)[0]
     assert stop not in stopped.text
     assert text.startswith(stopped.text) and len(stopped.text) <= start
@@ -357,8 +367,9 @@ def test_generation_stops_at_eos_and_keeps_it_as_a_token(tiny_model_dir):  # noq
     policy.eos_token_ids = frozenset({eos})
     stopped = policy.act([CODE_PROMPT], [None], greedy=True)[0]
     assert stopped.token_ids == unconstrained.token_ids[: first + 1]
-    assert stopped.token_log_probs == pytest.approx(unconstrained.token_log_probs[: first + 1],
-                                                    abs=1e-5)
+    assert stopped.token_log_probs == pytest.approx(
+        unconstrained.token_log_probs[: first + 1], abs=1e-5
+    )
     assert stopped.log_prob == pytest.approx(sum(stopped.token_log_probs), abs=1e-5)
 
 
@@ -383,8 +394,15 @@ def test_default_stop_rule_never_keeps_a_return_line(policy):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"temperature": 0}, {"top_k": -1}, {"top_p": 0}, {"top_p": 1.5}, {"max_new_tokens": 0},
-     {"stop_strings": ("",)}, {"stop_patterns": ("(",)}],
+    [
+        {"temperature": 0},
+        {"top_k": -1},
+        {"top_p": 0},
+        {"top_p": 1.5},
+        {"max_new_tokens": 0},
+        {"stop_strings": ("",)},
+        {"stop_patterns": ("(",)},
+    ],
 )
 def test_generation_settings_validation(kwargs):
     import re
@@ -395,7 +413,8 @@ def test_generation_settings_validation(kwargs):
 
 def test_mixed_batch_keeps_order(policy):
     samples = policy.act(
-        [PROMPT, CODE_PROMPT, OTHER_PROMPT], [ACTIONS, None, OTHER_ACTIONS],
+        [PROMPT, CODE_PROMPT, OTHER_PROMPT],
+        [ACTIONS, None, OTHER_ACTIONS],
         generator=torch.Generator().manual_seed(1),
     )
     assert samples[0].text in ACTIONS and samples[2].text in OTHER_ACTIONS
@@ -421,8 +440,11 @@ def test_critic_features_read_real_tokens_with_the_adapter_disabled(policy):
     for row, (prompt, ids) in enumerate(zip([PROMPT, OTHER_PROMPT], actions)):
         prompt_ids = policy.encode_prompt(prompt)
         with torch.no_grad(), policy.model.disable_adapter():
-            hidden = policy.model(input_ids=torch.tensor([prompt_ids + ids]),
-                                  output_hidden_states=True).hidden_states[-1][0].float()
+            hidden = (
+                policy.model(input_ids=torch.tensor([prompt_ids + ids]), output_hidden_states=True)
+                .hidden_states[-1][0]
+                .float()
+            )
         expected = hidden[len(prompt_ids) - 1 : len(prompt_ids) + len(ids)]
         torch.testing.assert_close(features[row, : len(ids) + 1], expected, atol=1e-5, rtol=0)
         assert torch.all(features[row, len(ids) + 1 :] == 0)
@@ -513,8 +535,9 @@ def test_full_finetuning_without_lora(tiny_model_dir, tmp_path):  # noqa: F811
     fresh = LMPolicy(tiny_model_dir, lora=None)
     fresh.load_adapter(saved)
     with torch.no_grad():
-        torch.testing.assert_close(fresh.token_log_probs([PROMPT], ids).log_probs, expected,
-                                   atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            fresh.token_log_probs([PROMPT], ids).log_probs, expected, atol=1e-6, rtol=0
+        )
 
 
 def test_as_agent_implements_the_protocol(policy):

@@ -27,7 +27,9 @@ def test_surrogate_matches_formula():
     adv = torch.tensor([1.0, 1.0, -1.0, -2.0])
     loss = clipped_surrogate_loss(new, old, adv, clip=0.2)
     ratio = new.exp()
-    expected = [max(-r * a, -min(max(r, 0.8), 1.2) * a) for r, a in zip(ratio.tolist(), adv.tolist())]
+    expected = [
+        max(-r * a, -min(max(r, 0.8), 1.2) * a) for r, a in zip(ratio.tolist(), adv.tolist())
+    ]
     torch.testing.assert_close(loss, torch.tensor(expected))
     # a large ratio with a positive advantage is clipped: no incentive beyond 1 + ε
     assert loss[1].item() == pytest.approx(-1.2)
@@ -97,8 +99,11 @@ def make_batch(size=12, width=4, seed=1, policy=None):
     adv = torch.randn(size, width, generator=gen) * mask
     returns = torch.randn(size, width, generator=gen) * mask
     batch = PPOBatch(
-        old_log_probs=torch.zeros(size, width), advantages=adv, returns=returns,
-        old_values=torch.zeros(size, width), mask=mask,
+        old_log_probs=torch.zeros(size, width),
+        advantages=adv,
+        returns=returns,
+        old_values=torch.zeros(size, width),
+        mask=mask,
         extras={"features": list(feats), "tokens": list(tokens)},
     )
     if policy is not None:
@@ -132,10 +137,15 @@ def run_update(settings, seed=0, shift=0.0):
     batch.old_log_probs = batch.old_log_probs - shift * batch.mask  # pretend the policy moved
     before = [p.detach().clone() for p in (policy.w, policy.v)]
     metrics = ppo_update(
-        batch, evaluate_policy=policy.evaluate, evaluate_values=policy.values,
-        policy_parameters=[policy.w], critic_parameters=[policy.v],
-        policy_optimizer=make_adamw([policy.w], 1e-2), critic_optimizer=make_adamw([policy.v], 1e-2),
-        settings=settings, generator=torch.Generator().manual_seed(seed),
+        batch,
+        evaluate_policy=policy.evaluate,
+        evaluate_values=policy.values,
+        policy_parameters=[policy.w],
+        critic_parameters=[policy.v],
+        policy_optimizer=make_adamw([policy.w], 1e-2),
+        critic_optimizer=make_adamw([policy.v], 1e-2),
+        settings=settings,
+        generator=torch.Generator().manual_seed(seed),
     )
     return policy, before, metrics
 
@@ -173,11 +183,17 @@ def test_update_raises_probability_of_advantaged_tokens():
         return torch.softmax(feats @ policy.w, -1)[..., 2][batch.mask].mean().item()
 
     start = prob_of_2()
-    ppo_update(batch, evaluate_policy=policy.evaluate, evaluate_values=policy.values,
-               policy_parameters=[policy.w], critic_parameters=[policy.v],
-               policy_optimizer=make_adamw([policy.w], 2e-1),
-               critic_optimizer=make_adamw([policy.v], 1e-2), settings=settings,
-               generator=torch.Generator().manual_seed(0))
+    ppo_update(
+        batch,
+        evaluate_policy=policy.evaluate,
+        evaluate_values=policy.values,
+        policy_parameters=[policy.w],
+        critic_parameters=[policy.v],
+        policy_optimizer=make_adamw([policy.w], 2e-1),
+        critic_optimizer=make_adamw([policy.v], 1e-2),
+        settings=settings,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert prob_of_2() > start + 0.02
 
 

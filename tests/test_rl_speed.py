@@ -84,7 +84,8 @@ samples_strategy = st.lists(
         st.lists(st.sampled_from(WORDS), min_size=0, max_size=9).map(" ".join),
         st.lists(st.integers(3, 200), min_size=0, max_size=5),
     ),
-    min_size=1, max_size=4,
+    min_size=1,
+    max_size=4,
 )
 
 
@@ -99,7 +100,9 @@ def test_lora_layers_adapts_only_the_top_layers(deep_model_dir):
         LMPolicy(deep_model_dir, lora=None, lora_layers=1)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(samples=samples_strategy, warm=st.booleans())
 def test_cached_lower_layers_give_the_same_log_probs_and_gradients(top_policy, samples, warm):
     prompts = [f"You see {p}." for p, _ in samples]
@@ -119,14 +122,21 @@ def test_cached_lower_layers_give_the_same_log_probs_and_gradients(top_policy, s
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(prompt_words=st.lists(st.lists(st.sampled_from(WORDS), max_size=8), min_size=1, max_size=3),
-       seed=st.integers(0, 10_000))
-def test_states_captured_while_scoring_give_the_same_critic_features(top_policy, prompt_words,
-                                                                      seed):
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    prompt_words=st.lists(st.lists(st.sampled_from(WORDS), max_size=8), min_size=1, max_size=3),
+    seed=st.integers(0, 10_000),
+)
+def test_states_captured_while_scoring_give_the_same_critic_features(
+    top_policy, prompt_words, seed
+):
     prompts = [" ".join(["Kitchen:", *w]) for w in prompt_words]
-    offered = [["pick up the tomato", "chop", "serve the dish now", "wait"][: 2 + i % 3]
-               for i in range(len(prompts))]
+    offered = [
+        ["pick up the tomato", "chop", "serve the dish now", "wait"][: 2 + i % 3]
+        for i in range(len(prompts))
+    ]
     top_policy.clear_frozen_cache()
     samples = top_policy.act(prompts, offered, generator=torch.Generator().manual_seed(seed))
     tokens = [s.token_ids for s in samples]
@@ -140,8 +150,9 @@ def test_states_captured_while_scoring_give_the_same_critic_features(top_policy,
         prompt_only, _ = top_policy.critic_features(prompts)
     assert torch.equal(mask, plain_mask)
     torch.testing.assert_close(reused, plain, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(top_policy.critic_features(prompts)[0], prompt_only, atol=1e-5,
-                               rtol=1e-5)
+    torch.testing.assert_close(
+        top_policy.critic_features(prompts)[0], prompt_only, atol=1e-5, rtol=1e-5
+    )
 
 
 def _one_forward_per_candidate(policy: LMPolicy, prompt_ids, tokens):
@@ -152,16 +163,30 @@ def _one_forward_per_candidate(policy: LMPolicy, prompt_ids, tokens):
     return log_probs.gather(-1, ids[0, len(prompt_ids) :, None])[:, 0]
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(groups=st.lists(
-    st.tuples(st.integers(1, 30),
-              # A small alphabet makes candidates share prefixes (the trie) or repeat.
-              st.lists(st.lists(st.integers(3, 6) | st.integers(3, 200), max_size=6),
-                       min_size=1, max_size=7)),
-    min_size=1, max_size=3), capture=st.booleans())
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    groups=st.lists(
+        st.tuples(
+            st.integers(1, 30),
+            # A small alphabet makes candidates share prefixes (the trie) or repeat.
+            st.lists(
+                st.lists(st.integers(3, 6) | st.integers(3, 200), max_size=6),
+                min_size=1,
+                max_size=7,
+            ),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    capture=st.booleans(),
+)
 def test_packed_candidate_scoring_equals_one_forward_per_candidate(top_policy, groups, capture):
-    prompt_ids = [[1] + [(7 * i + 3 * n) % 200 + 3 for n in range(length)]
-                  for i, (length, _) in enumerate(groups)]
+    prompt_ids = [
+        [1] + [(7 * i + 3 * n) % 200 + 3 for n in range(length)]
+        for i, (length, _) in enumerate(groups)
+    ]
     candidates = [cands for _, cands in groups]
     assume(any(c for group in candidates for c in group))
     lower: list | None = [] if capture else None
@@ -170,17 +195,21 @@ def test_packed_candidate_scoring_equals_one_forward_per_candidate(top_policy, g
     for p, group, log_probs in zip(prompt_ids, candidates, scored):
         assert log_probs.shape[0] == len(group)
         for k, tokens in enumerate(group):
-            torch.testing.assert_close(log_probs[k, : len(tokens)],
-                                       _one_forward_per_candidate(top_policy, p, tokens),
-                                       atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(
+                log_probs[k, : len(tokens)],
+                _one_forward_per_candidate(top_policy, p, tokens),
+                atol=1e-5,
+                rtol=1e-5,
+            )
             assert torch.all(log_probs[k, len(tokens) :] == 0)
     if capture:  # the captured states are those of a plain pass through the lower layers
         assert len(lower) == len(prompt_ids)
         for p, group, (prompt_states, cand_states) in zip(prompt_ids, candidates, lower):
             for tokens, states in zip(group, cand_states):
                 (expected,) = top_policy._lower_hidden([p + tokens])
-                torch.testing.assert_close(torch.cat([prompt_states, states]), expected,
-                                           atol=1e-5, rtol=1e-5)
+                torch.testing.assert_close(
+                    torch.cat([prompt_states, states]), expected, atol=1e-5, rtol=1e-5
+                )
 
 
 def test_act_is_unchanged_by_lora_layers_reuse(top_policy):
@@ -207,8 +236,9 @@ def test_frozen_cache_stays_within_its_token_budget(deep_model_dir):
     assert recent in policy._frozen_cache or len(recent) > 60
     expected = policy.critic_features(prompts[:2], [[5, 6, 7], [8]])[0]  # evicted: recomputed
     with _plain(policy):
-        torch.testing.assert_close(policy.critic_features(prompts[:2], [[5, 6, 7], [8]])[0],
-                                   expected, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            policy.critic_features(prompts[:2], [[5, 6, 7], [8]])[0], expected, atol=1e-5, rtol=1e-5
+        )
     policy.clear_frozen_cache()
     assert policy._frozen_cache_size == 0 and not policy._frozen_cache
 
@@ -230,7 +260,8 @@ def test_policy_chunks_partition_the_minibatch_within_the_budget(sizes, budget):
     # Without sizes (or without a budget) the paper's equal split is kept.
     batch.sizes = None
     assert len(policy_chunks(batch, PPOSettings(max_chunk_tokens=budget, grad_accum_steps=2))) == (
-        min(2, len(sizes)))
+        min(2, len(sizes))
+    )
 
 
 @settings(max_examples=25, deadline=None)
@@ -270,8 +301,12 @@ def test_speed_fields_default_to_the_paper_and_are_validated():
     assert PPOConfig(max_chunk_tokens=512).ppo_settings().max_chunk_tokens == 512
     parsed = PPOConfig.coerce_overrides({"lora_layers": "4", "max_chunk_tokens": "none"})
     assert parsed == {"lora_layers": 4, "max_chunk_tokens": None}
-    for bad in ({"lora_layers": 0}, {"max_chunk_tokens": 0}, {"frozen_cache_tokens": -1},
-                {"lora_layers": 2.0}):
+    for bad in (
+        {"lora_layers": 0},
+        {"max_chunk_tokens": 0},
+        {"frozen_cache_tokens": -1},
+        {"lora_layers": 2.0},
+    ):
         with pytest.raises(ValueError, match=next(iter(bad))):
             PPOConfig(**bad)
 
@@ -285,9 +320,18 @@ def _poad_pair(model_dir, **speed):
 
     agents = []
     for options in ({}, speed):
-        config = POADConfig(num_envs=2, rollout_length=3, epochs=2, num_minibatches=2,
-                            critic_hidden_sizes=(16,), target_kl=None, lr=1e-2, critic_lr=1e-2,
-                            lora_layers=2, **options)
+        config = POADConfig(
+            num_envs=2,
+            rollout_length=3,
+            epochs=2,
+            num_minibatches=2,
+            critic_hidden_sizes=(16,),
+            target_kl=None,
+            lr=1e-2,
+            critic_lr=1e-2,
+            lora_layers=2,
+            **options,
+        )
         policy = _perturbed(build_policy(config, model_dir, seed=0), scale=0.1)
         agents.append(POAD(config, policy, seed=0))
     return agents
@@ -308,15 +352,18 @@ def test_poad_update_with_cached_states_and_sorted_chunks_equals_the_plain_updat
         records = fast.collect(observations, [i["available_actions"] for i in infos], generator)
         for k, record in enumerate(records):
             observations[k], reward, terminated, truncated, infos[k] = envs[k].step(
-                record.sample.text)
+                record.sample.text
+            )
             record.reward, record.done = float(reward), bool(terminated or truncated)
         buffer.add(records)
     assert fast.policy._frozen_cache  # the rollout left the lower-layer states behind
     buffer.next_values = fast.bootstrap_values(observations)
     fast.compute_advantages(buffer)
     plain_buffer = copy.deepcopy(buffer)
-    metrics = [agent.update(b, torch.Generator().manual_seed(5))
-               for agent, b in ((plain, plain_buffer), (fast, buffer))]
+    metrics = [
+        agent.update(b, torch.Generator().manual_seed(5))
+        for agent, b in ((plain, plain_buffer), (fast, buffer))
+    ]
     for key in ("policy_loss", "value_loss", "entropy", "approx_kl"):
         assert metrics[1][key] == pytest.approx(metrics[0][key], rel=1e-4, abs=1e-6)
     for a, b in zip(plain.policy.trainable_parameters(), fast.policy.trainable_parameters()):
@@ -328,11 +375,27 @@ def test_poad_update_with_cached_states_and_sorted_chunks_equals_the_plain_updat
 # -- the benchmark scripts run (smoke; no timing is asserted) ----------------------------------
 
 
-@pytest.mark.parametrize("script, args", [
-    ("ppo_update.py", ["--num-envs", "2", "--rollout-length", "2", "--repeats", "1",
-                       "--lora-layers", "1", "--max-chunk-tokens", "256"]),
-    ("action_scoring.py", ["--num-envs", "2", "--repeats", "1", "--lora-layers", "1"]),
-])
+@pytest.mark.parametrize(
+    "script, args",
+    [
+        (
+            "ppo_update.py",
+            [
+                "--num-envs",
+                "2",
+                "--rollout-length",
+                "2",
+                "--repeats",
+                "1",
+                "--lora-layers",
+                "1",
+                "--max-chunk-tokens",
+                "256",
+            ],
+        ),
+        ("action_scoring.py", ["--num-envs", "2", "--repeats", "1", "--lora-layers", "1"]),
+    ],
+)
 def test_speed_benchmarks_print_their_ratio(tiny_model_dir, script, args):  # noqa: F811
     import subprocess
     import sys
@@ -340,9 +403,19 @@ def test_speed_benchmarks_print_their_ratio(tiny_model_dir, script, args):  # no
 
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / script), "--model", str(tiny_model_dir),
-         "--threads", "1", *args],
-        capture_output=True, text=True, timeout=600, cwd=root,
+        [
+            sys.executable,
+            str(root / "benchmarks" / script),
+            "--model",
+            str(tiny_model_dir),
+            "--threads",
+            "1",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ratio:" in done.stdout and "goal" in done.stdout

@@ -25,7 +25,9 @@ from agentbench_poad.sandbox.concurrency import MachineSlots, concurrency_limit
 FAST = Limits(wall_time_s=20, memory_mb=1024, pids=64, tmpfs_mb=64, log_bytes=4000)
 
 
-@pytest.fixture(scope="module", params=["process", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(
+    scope="module", params=["process", pytest.param("docker", marks=pytest.mark.docker)]
+)
 def backend(request: pytest.FixtureRequest) -> Backend:
     if request.param == "docker":
         request.getfixturevalue("sandbox_image")
@@ -34,10 +36,18 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     b.close()
 
 
-def run(backend: Backend, source: str, inputs=None, *, entry: str = "f", limits: Limits = FAST,
-        output_shapes=None) -> SandboxResult:
-    return backend.run(textwrap.dedent(source), entry, inputs or {}, limits=limits,
-                       output_shapes=output_shapes)
+def run(
+    backend: Backend,
+    source: str,
+    inputs=None,
+    *,
+    entry: str = "f",
+    limits: Limits = FAST,
+    output_shapes=None,
+) -> SandboxResult:
+    return backend.run(
+        textwrap.dedent(source), entry, inputs or {}, limits=limits, output_shapes=output_shapes
+    )
 
 
 # -- the happy paths ---------------------------------------------------------------------------
@@ -45,12 +55,16 @@ def run(backend: Backend, source: str, inputs=None, *, entry: str = "f", limits:
 
 def test_array_in_array_out(backend: Backend) -> None:
     x = np.arange(12, dtype=np.float64).reshape(4, 3)
-    result = run(backend, """
+    result = run(
+        backend,
+        """
         import numpy as np
         def f(x, w):
             print("shape", x.shape)
             return x @ w
-    """, {"x": x, "w": np.ones(3)})
+    """,
+        {"x": x, "w": np.ones(3)},
+    )
     assert result.ok, result
     assert result.category is None and result.backend == backend.name
     np.testing.assert_array_equal(result.outputs["output"], x @ np.ones(3))
@@ -59,12 +73,17 @@ def test_array_in_array_out(backend: Backend) -> None:
 
 
 def test_dict_outputs_and_shapes(backend: Backend) -> None:
-    result = run(backend, """
+    result = run(
+        backend,
+        """
         import numpy as np
         def f(n):
             k = int(n[0])
             return {"scores": np.linspace(0, 1, k), "labels": np.arange(k) % 2 == 0}
-    """, {"n": np.array([5])}, output_shapes={"scores": (None,), "labels": (5,)})
+    """,
+        {"n": np.array([5])},
+        output_shapes={"scores": (None,), "labels": (5,)},
+    )
     assert result.ok, result
     assert set(result.outputs) == {"scores", "labels"}
     assert result.outputs["labels"].dtype == np.bool_
@@ -73,33 +92,43 @@ def test_dict_outputs_and_shapes(backend: Backend) -> None:
 
 def test_more_outputs_than_the_default_slots(backend: Backend) -> None:
     shapes = {f"proba_{i}": (2,) for i in range(12)}
-    result = run(backend, """
+    result = run(
+        backend,
+        """
         import numpy as np
         def f():
             return {f"proba_{i}": np.full(2, i) for i in range(12)}
-    """, output_shapes=shapes)
+    """,
+        output_shapes=shapes,
+    )
     assert result.ok, result
     assert [int(result.outputs[f"proba_{i}"][0]) for i in range(12)] == list(range(12))
-    too_many = run(backend, """
+    too_many = run(
+        backend,
+        """
         import numpy as np
         def f():
             return {f"o{i}": np.zeros(1) for i in range(9)}
-    """)
-    assert too_many.category is FailureCategory.OUTPUT_INVALID and "at most 8" in \
-        too_many.message
+    """,
+    )
+    assert too_many.category is FailureCategory.OUTPUT_INVALID and "at most 8" in too_many.message
 
 
 def test_sklearn_fit_predict(backend: Backend) -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(200, 5))
     y = (x[:, 0] + x[:, 1] > 0).astype(np.int64)
-    result = run(backend, """
+    result = run(
+        backend,
+        """
         from sklearn.linear_model import LogisticRegression
         def f(x_train, y_train, x_test):
             model = LogisticRegression().fit(x_train, y_train)
             return model.predict_proba(x_test)
-    """, {"x_train": x[:150], "y_train": y[:150], "x_test": x[150:]},
-        output_shapes={"output": (50, 2)})
+    """,
+        {"x_train": x[:150], "y_train": y[:150], "x_test": x[150:]},
+        output_shapes={"output": (50, 2)},
+    )
     assert result.ok, result
     proba = result.outputs["output"]
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
@@ -114,12 +143,15 @@ def test_syntax_error(backend: Backend) -> None:
 
 
 def test_exception_has_traceback_tail(backend: Backend) -> None:
-    result = run(backend, """
+    result = run(
+        backend,
+        """
         def helper(v):
             raise ValueError(f"bad value {v}")
         def f():
             helper(42)
-    """)
+    """,
+    )
     assert result.category is FailureCategory.EXCEPTION
     assert result.message == "ValueError: bad value 42"
     assert "solution.py" in result.traceback_tail and "helper" in result.traceback_tail
@@ -134,7 +166,9 @@ def test_missing_entry_and_wrong_return_type(backend: Backend) -> None:
 
 
 def test_inputs_are_read_only_files(backend: Backend) -> None:
-    result = run(backend, """
+    result = run(
+        backend,
+        """
         import os, sys
         def f(x):
             x += 1  # the in-memory copy is the code's own
@@ -146,19 +180,24 @@ def test_inputs_are_read_only_files(backend: Backend) -> None:
                 print("denied:", type(exc).__name__)
                 return x
             raise RuntimeError("the input file was writable")
-    """, {"x": np.zeros(3)})
+    """,
+        {"x": np.zeros(3)},
+    )
     assert result.ok, result
     assert "denied:" in result.stdout_tail
     np.testing.assert_array_equal(result.outputs["output"], np.ones(3))
 
 
 def test_stderr_is_captured(backend: Backend) -> None:
-    result = run(backend, """
+    result = run(
+        backend,
+        """
         import sys, numpy as np
         def f():
             print("to stderr", file=sys.stderr)
             return np.zeros(1)
-    """)
+    """,
+    )
     assert result.ok and "to stderr" in result.stderr_tail
 
 
@@ -205,8 +244,10 @@ def test_concurrency_limit_serialises_runs(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setenv("AGENTBENCH_SANDBOX_CONCURRENCY", "1")
     backend = get_backend("process")
-    source = "import time, numpy as np\ndef f():\n    t0 = time.time()\n    time.sleep(0.4)\n" \
-             "    return np.array([t0, time.time()])\n"
+    source = (
+        "import time, numpy as np\ndef f():\n    t0 = time.time()\n    time.sleep(0.4)\n"
+        "    return np.array([t0, time.time()])\n"
+    )
     intervals: list[np.ndarray] = []
 
     def one() -> None:
@@ -232,13 +273,19 @@ def test_machine_slots_bound_runs_across_processes(tmp_path):
 
     slots = MachineSlots(2, directory=tmp_path)
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys\n"
-         "from agentbench_poad.sandbox.concurrency import MachineSlots\n"
-         f"fd = MachineSlots(2, directory={str(tmp_path)!r}).try_acquire()\n"
-         "print('held' if fd is not None else 'none', flush=True)\n"
-         "sys.stdin.read()\n"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys\n"
+            "from agentbench_poad.sandbox.concurrency import MachineSlots\n"
+            f"fd = MachineSlots(2, directory={str(tmp_path)!r}).try_acquire()\n"
+            "print('held' if fd is not None else 'none', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         mine = slots.try_acquire()
@@ -268,9 +315,16 @@ def test_every_run_holds_a_machine_slot(monkeypatch: pytest.MonkeyPatch, tmp_pat
     taken = MachineSlots(1, directory=tmp_path).try_acquire()  # as another process would
     assert taken is not None
     results: list = []
-    worker = threading.Thread(target=lambda: results.append(backend.run(
-        "import time, numpy as np\ndef f():\n    return np.array([time.time()])\n", "f", {},
-        limits=FAST)))
+    worker = threading.Thread(
+        target=lambda: results.append(
+            backend.run(
+                "import time, numpy as np\ndef f():\n    return np.array([time.time()])\n",
+                "f",
+                {},
+                limits=FAST,
+            )
+        )
+    )
     worker.start()
     time.sleep(0.5)
     released_at = time.time()
@@ -282,8 +336,13 @@ def test_every_run_holds_a_machine_slot(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 
 def _run_in_forked_worker(value: int) -> list[float]:
-    result = run_code("def f(v):\n    return v * 2\n", "f", {"v": np.array([float(value)])},
-                      backend="process", limits=FAST)
+    result = run_code(
+        "def f(v):\n    return v * 2\n",
+        "f",
+        {"v": np.array([float(value)])},
+        backend="process",
+        limits=FAST,
+    )
     return result.outputs["output"].tolist() if result.ok else [result.message]
 
 
@@ -291,15 +350,25 @@ def test_forked_workers_run_independently() -> None:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    run_code("def f():\n    import numpy\n    return numpy.zeros(1)\n", "f", {},
-             backend="process", limits=FAST)  # the parent holds a default backend first
+    run_code(
+        "def f():\n    import numpy\n    return numpy.zeros(1)\n",
+        "f",
+        {},
+        backend="process",
+        limits=FAST,
+    )  # the parent holds a default backend first
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
         assert list(pool.map(_run_in_forked_worker, [1, 2, 3])) == [[2.0], [4.0], [6.0]]
 
 
 def test_run_code_with_backend_name() -> None:
-    result = run_code("import numpy as np\ndef f(a):\n    return a * 3\n", "f",
-                      {"a": np.array([1, 2])}, backend="process", limits=FAST)
+    result = run_code(
+        "import numpy as np\ndef f(a):\n    return a * 3\n",
+        "f",
+        {"a": np.array([1, 2])},
+        backend="process",
+        limits=FAST,
+    )
     assert result.ok and result.backend == "process"
     np.testing.assert_array_equal(result.outputs["output"], [3, 6])
 
@@ -368,10 +437,19 @@ def _npy(array: np.ndarray) -> bytes:
 
 def _classify(job: _jobs.JobDir, limits: Limits = FAST, **kw) -> SandboxResult:
     try:
-        return _jobs.classify(job, limits=limits, output_shapes=kw.pop("output_shapes", None),
-                              backend="test", duration_s=0.1, stdout=b"", stderr=b"",
-                              timed_out=False, memory_killed=False, exit_description="exit 0",
-                              **kw)
+        return _jobs.classify(
+            job,
+            limits=limits,
+            output_shapes=kw.pop("output_shapes", None),
+            backend="test",
+            duration_s=0.1,
+            stdout=b"",
+            stderr=b"",
+            timed_out=False,
+            memory_killed=False,
+            exit_description="exit 0",
+            **kw,
+        )
     finally:
         job.cleanup()
 
@@ -382,17 +460,20 @@ def test_classify_accepts_valid_outputs() -> None:
     assert result.ok and list(result.outputs) == ["a"]
 
 
-@pytest.mark.parametrize("status,slot,reason", [
-    ({"category": "ok", "outputs": ["a"]}, _npy(np.array([1.0, np.inf])), "NaN or infinite"),
-    ({"category": "ok", "outputs": ["a"]}, _npy(np.array(["x"])), "dtype"),
-    ({"category": "ok", "outputs": ["a"]}, _npy(np.array([{}], dtype=object)), "valid .npy"),
-    ({"category": "ok", "outputs": ["a"]}, b"\x80\x04K\x01.", "valid .npy"),  # a pickle
-    ({"category": "ok", "outputs": ["a"]}, b"", "valid .npy"),
-    ({"category": "ok", "outputs": []}, b"", "no outputs"),
-    ({"category": "ok", "outputs": ["a", "a"]}, _npy(np.zeros(1)), "distinct"),
-    ({"category": "ok", "outputs": ["../x"]}, _npy(np.zeros(1)), "identifiers"),
-    ({"category": "ok", "outputs": ["o"] * 0 + [f"o{i}" for i in range(9)]}, b"", "at most"),
-])
+@pytest.mark.parametrize(
+    "status,slot,reason",
+    [
+        ({"category": "ok", "outputs": ["a"]}, _npy(np.array([1.0, np.inf])), "NaN or infinite"),
+        ({"category": "ok", "outputs": ["a"]}, _npy(np.array(["x"])), "dtype"),
+        ({"category": "ok", "outputs": ["a"]}, _npy(np.array([{}], dtype=object)), "valid .npy"),
+        ({"category": "ok", "outputs": ["a"]}, b"\x80\x04K\x01.", "valid .npy"),  # a pickle
+        ({"category": "ok", "outputs": ["a"]}, b"", "valid .npy"),
+        ({"category": "ok", "outputs": []}, b"", "no outputs"),
+        ({"category": "ok", "outputs": ["a", "a"]}, _npy(np.zeros(1)), "distinct"),
+        ({"category": "ok", "outputs": ["../x"]}, _npy(np.zeros(1)), "identifiers"),
+        ({"category": "ok", "outputs": ["o"] * 0 + [f"o{i}" for i in range(9)]}, b"", "at most"),
+    ],
+)
 def test_classify_rejects_forged_outputs(status: dict, slot: bytes, reason: str) -> None:
     result = _classify(_job_with(status, {0: slot}))
     assert result.category is FailureCategory.OUTPUT_INVALID and not result.ok
@@ -401,8 +482,9 @@ def test_classify_rejects_forged_outputs(status: dict, slot: bytes, reason: str)
 
 def test_classify_checks_shape_and_names() -> None:
     ok = {"category": "ok", "outputs": ["output"]}
-    shaped = _classify(_job_with(ok, {0: _npy(np.zeros((2, 3)))}),
-                       output_shapes={"output": (2, None)})
+    shaped = _classify(
+        _job_with(ok, {0: _npy(np.zeros((2, 3)))}), output_shapes={"output": (2, None)}
+    )
     assert shaped.ok
     wrong = _classify(_job_with(ok, {0: _npy(np.zeros((2, 3)))}), output_shapes={"output": (3,)})
     assert wrong.category is FailureCategory.OUTPUT_INVALID and "shape" in wrong.message
@@ -432,29 +514,52 @@ def test_classify_refuses_links(tmp_path: Path) -> None:
     assert result.category is FailureCategory.OUTPUT_INVALID and "plain file" in result.message
 
 
-@pytest.mark.parametrize("status", [
-    {"category": "timeout", "message": "forged"},        # only the host decides timeouts
-    {"category": "sandbox_error", "message": "forged"},
-    {"category": "ok", "outputs": "output"},
-    ["not", "a", "dict"],
-    "x" * (_jobs.MAX_STATUS_BYTES + 10),
-])
+@pytest.mark.parametrize(
+    "status",
+    [
+        {"category": "timeout", "message": "forged"},  # only the host decides timeouts
+        {"category": "sandbox_error", "message": "forged"},
+        {"category": "ok", "outputs": "output"},
+        ["not", "a", "dict"],
+        "x" * (_jobs.MAX_STATUS_BYTES + 10),
+    ],
+)
 def test_classify_ignores_malformed_status(status) -> None:
     result = _classify(_job_with(status, {}))
-    assert result.category is FailureCategory.EXCEPTION and "before its entry returned" in \
-        result.message
+    assert (
+        result.category is FailureCategory.EXCEPTION
+        and "before its entry returned" in result.message
+    )
 
 
 def test_host_observations_take_precedence() -> None:
     job = _job_with({"category": "ok", "outputs": ["a"]}, {0: _npy(np.zeros(1))})
-    timed_out = _jobs.classify(job, limits=FAST, output_shapes=None, backend="t", duration_s=1,
-                               stdout=b"x" * 10_000, stderr=b"", timed_out=True,
-                               memory_killed=False, exit_description="killed")
+    timed_out = _jobs.classify(
+        job,
+        limits=FAST,
+        output_shapes=None,
+        backend="t",
+        duration_s=1,
+        stdout=b"x" * 10_000,
+        stderr=b"",
+        timed_out=True,
+        memory_killed=False,
+        exit_description="killed",
+    )
     assert timed_out.category is FailureCategory.TIMEOUT and "20 s" in timed_out.message
     assert len(timed_out.stdout_tail) == FAST.log_bytes
-    oom = _jobs.classify(job, limits=FAST, output_shapes=None, backend="t", duration_s=1,
-                         stdout=b"", stderr=b"", timed_out=False, memory_killed=True,
-                         exit_description="killed")
+    oom = _jobs.classify(
+        job,
+        limits=FAST,
+        output_shapes=None,
+        backend="t",
+        duration_s=1,
+        stdout=b"",
+        stderr=b"",
+        timed_out=False,
+        memory_killed=True,
+        exit_description="killed",
+    )
     job.cleanup()
     assert oom.category is FailureCategory.MEMORY_EXCEEDED and not oom.ok
 
@@ -502,10 +607,13 @@ def test_sandbox_modules_import_no_cycle() -> None:
         deps = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(prefix):
-                deps.add(node.module[len(prefix):].split(".")[0])
+                deps.add(node.module[len(prefix) :].split(".")[0])
             elif isinstance(node, ast.Import):
-                deps |= {a.name[len(prefix):].split(".")[0] for a in node.names
-                         if a.name.startswith(prefix)}
+                deps |= {
+                    a.name[len(prefix) :].split(".")[0]
+                    for a in node.names
+                    if a.name.startswith(prefix)
+                }
         edges[path.stem] = deps - {path.stem}
     assert "_jobs" in edges["docker_backend"] and "api" in edges["_jobs"]  # the walk sees imports
 

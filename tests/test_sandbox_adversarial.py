@@ -33,9 +33,15 @@ def name_self(token):
 """
 
 
-@pytest.fixture(scope="module",
-                params=["process", pytest.param("docker", marks=pytest.mark.docker),
-                        "ray-process", pytest.param("ray-auto", marks=pytest.mark.docker)])
+@pytest.fixture(
+    scope="module",
+    params=[
+        "process",
+        pytest.param("docker", marks=pytest.mark.docker),
+        "ray-process",
+        pytest.param("ray-auto", marks=pytest.mark.docker),
+    ],
+)
 def backend(request: pytest.FixtureRequest) -> Backend:
     """Each backend, and each through a pool of Ray actors (grading on Ray): ``ray-auto`` is
     what ``sandbox="ray"`` gives a node with a Docker engine and the image."""
@@ -93,8 +99,13 @@ def _my_containers(owners: list[str] | None = None) -> list:
 
     client = docker.from_env(timeout=30)
     try:
-        return [c for owner in (owners or [owner_id()]) for c in client.containers.list(
-            all=True, filters={"label": [LABEL, f"{OWNER_LABEL}={owner}"]})]
+        return [
+            c
+            for owner in (owners or [owner_id()])
+            for c in client.containers.list(
+                all=True, filters={"label": [LABEL, f"{OWNER_LABEL}={owner}"]}
+            )
+        ]
     finally:
         client.close()
 
@@ -139,12 +150,17 @@ def assert_clean(backend: Backend, token: str, since: int) -> None:
         assert _my_containers(owners) == [], "a labelled container outlived its run"
 
 
-def attack(backend: Backend, source: str, *, limits: Limits = SHORT, output_shapes=None,
-           token: str | None = None) -> SandboxResult:
+def attack(
+    backend: Backend,
+    source: str,
+    *,
+    limits: Limits = SHORT,
+    output_shapes=None,
+    token: str | None = None,
+) -> SandboxResult:
     """Run ``f`` from ``source``; the runner process and all it forks carry ``token``."""
     token = token or "abp" + uuid.uuid4().hex[:12]
-    source = (NAME_SELF + f"name_self({token!r})\n"
-              + textwrap.dedent(source).replace("TOKEN", token))
+    source = NAME_SELF + f"name_self({token!r})\n" + textwrap.dedent(source).replace("TOKEN", token)
     since = _ticks_since_boot()
     result = backend.run(source, "f", {}, limits=limits, output_shapes=output_shapes)
     assert_clean(backend, token, since)
@@ -153,8 +169,9 @@ def attack(backend: Backend, source: str, *, limits: Limits = SHORT, output_shap
 
 def everything(result: SandboxResult) -> str:
     arrays = " ".join(a.tobytes().decode("latin-1") for a in result.outputs.values())
-    return " ".join([result.message, result.traceback_tail, result.stdout_tail,
-                     result.stderr_tail, arrays])
+    return " ".join(
+        [result.message, result.traceback_tail, result.stdout_tail, result.stderr_tail, arrays]
+    )
 
 
 # -- reading what is not theirs -----------------------------------------------------------------
@@ -204,7 +221,9 @@ def test_read_package_source(backend: Backend) -> None:
 def test_environment_is_scrubbed(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "env-secret-" + uuid.uuid4().hex
     monkeypatch.setenv("ABP_SANDBOX_TEST_SECRET", secret)
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import os
         def f():
             print(dict(os.environ))
@@ -214,7 +233,8 @@ def test_environment_is_scrubbed(backend: Backend, monkeypatch: pytest.MonkeyPat
                 except OSError:
                     pass
             return os.environ["ABP_SANDBOX_TEST_SECRET"]
-    """)
+    """,
+    )
     assert result.category is FailureCategory.EXCEPTION and "KeyError" in result.message
     assert secret not in everything(result)
 
@@ -240,7 +260,9 @@ def test_no_network(backend: Backend) -> None:
     thread = threading.Thread(target=accept)
     thread.start()
     try:
-        result = attack(backend, f"""
+        result = attack(
+            backend,
+            f"""
             import socket
             def f():
                 errors = []
@@ -252,7 +274,8 @@ def test_no_network(backend: Backend) -> None:
                     else:
                         return "connected"
                 raise ConnectionError(",".join(errors))
-        """)
+        """,
+        )
     finally:
         thread.join()
         server.close()
@@ -267,7 +290,9 @@ def test_no_network(backend: Backend) -> None:
 def test_fork_bomb_is_capped(backend: Backend, token: str) -> None:
     needs(backend, "root")  # RLIMIT_NPROC needs a dedicated uid
     # Capped by construction too: at most 200 children, each only sleeps (never forks again).
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import os, time
         def f():
             for _ in range(200):
@@ -276,23 +301,31 @@ def test_fork_bomb_is_capped(backend: Backend, token: str) -> None:
                     time.sleep(60)
                     os._exit(0)
             raise AssertionError("200 processes were allowed")
-    """, token=token)
+    """,
+        token=token,
+    )
     assert result.category is FailureCategory.EXCEPTION
     assert "BlockingIOError" in result.message or "Resource temporarily" in result.message
 
 
 def test_unbounded_memory(backend: Backend) -> None:
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         def f():
             hoard = []
             while True:
                 hoard.append(b"\\x01" * (32 << 20))  # touched pages, not lazy zeros
-    """, limits=Limits(wall_time_s=10, memory_mb=256, pids=32, tmpfs_mb=32, log_bytes=2000))
+    """,
+        limits=Limits(wall_time_s=10, memory_mb=256, pids=32, tmpfs_mb=32, log_bytes=2000),
+    )
     assert result.category is FailureCategory.MEMORY_EXCEEDED, result
 
 
 def test_fill_the_disk(backend: Backend) -> None:
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import os, tempfile
         def f():
             chunk = b"\\x00" * (1 << 20)
@@ -300,20 +333,26 @@ def test_fill_the_disk(backend: Backend) -> None:
                 for _ in range(10_000):  # 10 GB if nothing stopped it
                     fh.write(chunk)
                     fh.flush()
-    """)
+    """,
+    )
     assert result.category in (FailureCategory.EXCEPTION, FailureCategory.MEMORY_EXCEEDED)
     if result.category is FailureCategory.EXCEPTION:
         assert "No space left" in result.message or "File too large" in result.message
 
 
 def test_loop_forever(backend: Backend) -> None:
-    result = attack(backend, "def f():\n    while True:\n        pass\n",
-                    limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32))
+    result = attack(
+        backend,
+        "def f():\n    while True:\n        pass\n",
+        limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32),
+    )
     assert result.category is FailureCategory.TIMEOUT and "timed out after 2 s" == result.message
 
 
 def test_ignore_sigterm(backend: Backend, token: str) -> None:
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import signal, time
         def f():
             name_self("TOKEN")
@@ -321,25 +360,35 @@ def test_ignore_sigterm(backend: Backend, token: str) -> None:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             while True:
                 time.sleep(0.05)
-    """, token=token, limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32))
+    """,
+        token=token,
+        limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32),
+    )
     assert result.category is FailureCategory.TIMEOUT
 
 
 def test_escape_the_process_group_and_hang(backend: Backend, token: str) -> None:
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import os, time
         def f():
             name_self("TOKEN")
             os.setsid()  # leaves the host's process group: killpg alone would miss it
             while True:
                 time.sleep(0.05)
-    """, token=token, limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32))
+    """,
+        token=token,
+        limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32),
+    )
     assert result.category is FailureCategory.TIMEOUT
 
 
 def test_kill_the_runner_from_inside(backend: Backend, token: str) -> None:
     needs(backend, "root", "user")
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import os, signal, time
         def f():
             if os.fork() == 0:
@@ -347,13 +396,17 @@ def test_kill_the_runner_from_inside(backend: Backend, token: str) -> None:
                 time.sleep(60)
             os.kill(1, signal.SIGKILL)  # PID 1 of the sandbox (init / timeout backstop)
             os.kill(os.getpid(), signal.SIGKILL)
-    """, token=token)
+    """,
+        token=token,
+    )
     assert result.category is FailureCategory.EXCEPTION
     assert "before its entry returned" in result.message
 
 
 def test_flood_stdout(backend: Backend) -> None:
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import sys, numpy as np
         def f():
             line = "y" * 1023 + "\\n"
@@ -361,25 +414,33 @@ def test_flood_stdout(backend: Backend) -> None:
                 sys.stdout.write(line)
             sys.stdout.write("THE END\\n")
             return np.ones(2)
-    """, limits=Limits(wall_time_s=20, memory_mb=512, pids=32, tmpfs_mb=32, log_bytes=3000))
+    """,
+        limits=Limits(wall_time_s=20, memory_mb=512, pids=32, tmpfs_mb=32, log_bytes=3000),
+    )
     assert result.ok, result
     assert len(result.stdout_tail.encode()) <= 3000 and result.stdout_tail.endswith("THE END\n")
 
 
 def test_flood_stdout_forever(backend: Backend) -> None:
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import sys
         def f():
             while True:
                 sys.stdout.write("z" * 65536)
-    """, limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32, log_bytes=1000))
+    """,
+        limits=Limits(wall_time_s=2, memory_mb=512, pids=32, tmpfs_mb=32, log_bytes=1000),
+    )
     assert result.category is FailureCategory.TIMEOUT
     assert len(result.stdout_tail.encode()) <= 1000
 
 
 def test_daemons_do_not_survive(backend: Backend, token: str) -> None:
     needs(backend, "root", "user")  # a PID namespace takes daemons down with it
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import os, time, numpy as np
         def f():
             if os.fork() == 0:
@@ -392,34 +453,45 @@ def test_daemons_do_not_survive(backend: Backend, token: str) -> None:
             os.wait()
             time.sleep(0.3)
             return np.array([1.0])
-    """, token=token)
+    """,
+        token=token,
+    )
     assert result.ok, result  # the daemon is not an error; assert_clean checked it is gone
 
 
 # -- forged and invalid outputs --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("returned,shapes,category", [
-    ("np.array([1.0, np.nan])", None, FailureCategory.OUTPUT_INVALID),
-    ("np.array([np.inf])", None, FailureCategory.OUTPUT_INVALID),
-    ("np.zeros(4)", {"output": (3,)}, FailureCategory.OUTPUT_INVALID),
-    ("np.zeros((3, 2))", {"output": (3,)}, FailureCategory.OUTPUT_INVALID),
-    ("np.array([object(), 1], dtype=object)", None, FailureCategory.OUTPUT_INVALID),
-    ("np.array(['a', 'b'])", None, FailureCategory.OUTPUT_INVALID),
-    ("{'output': np.zeros(3), 'extra': np.zeros(1)}", {"output": (3,)},
-     FailureCategory.OUTPUT_INVALID),
-    ("np.zeros(2 * 2**20)", None, FailureCategory.OUTPUT_INVALID),  # 16 MiB > output_mb
-    ("__import__('pickle').dumps([1, 2])", None, FailureCategory.OUTPUT_INVALID),
-])
+@pytest.mark.parametrize(
+    "returned,shapes,category",
+    [
+        ("np.array([1.0, np.nan])", None, FailureCategory.OUTPUT_INVALID),
+        ("np.array([np.inf])", None, FailureCategory.OUTPUT_INVALID),
+        ("np.zeros(4)", {"output": (3,)}, FailureCategory.OUTPUT_INVALID),
+        ("np.zeros((3, 2))", {"output": (3,)}, FailureCategory.OUTPUT_INVALID),
+        ("np.array([object(), 1], dtype=object)", None, FailureCategory.OUTPUT_INVALID),
+        ("np.array(['a', 'b'])", None, FailureCategory.OUTPUT_INVALID),
+        (
+            "{'output': np.zeros(3), 'extra': np.zeros(1)}",
+            {"output": (3,)},
+            FailureCategory.OUTPUT_INVALID,
+        ),
+        ("np.zeros(2 * 2**20)", None, FailureCategory.OUTPUT_INVALID),  # 16 MiB > output_mb
+        ("__import__('pickle').dumps([1, 2])", None, FailureCategory.OUTPUT_INVALID),
+    ],
+)
 def test_invalid_outputs(backend: Backend, returned: str, shapes, category) -> None:
-    result = attack(backend, f"import numpy as np\ndef f():\n    return {returned}\n",
-                    output_shapes=shapes)
+    result = attack(
+        backend, f"import numpy as np\ndef f():\n    return {returned}\n", output_shapes=shapes
+    )
     assert result.category is category and not result.ok and result.outputs == {}
 
 
 def test_forged_pickle_is_never_loaded(backend: Backend, token: str) -> None:
     marker = Path("/tmp") / f"abp-pwned-{token}"
-    result = attack(backend, f"""
+    result = attack(
+        backend,
+        f"""
         import json, os, pickle, sys
         class Evil:
             def __reduce__(self):
@@ -431,13 +503,16 @@ def test_forged_pickle_is_never_loaded(backend: Backend, token: str) -> None:
             with open(os.path.join(out, "status.json"), "w") as fh:
                 json.dump({{"category": "ok", "outputs": ["output"]}}, fh)
             os._exit(0)
-    """)
+    """,
+    )
     assert result.category is FailureCategory.OUTPUT_INVALID
     assert not marker.exists()
 
 
 def test_forged_object_npy(backend: Backend) -> None:
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import json, os, sys
         import numpy as np
         def f():
@@ -447,12 +522,15 @@ def test_forged_object_npy(backend: Backend) -> None:
             with open(os.path.join(out, "status.json"), "w") as fh:
                 json.dump({"category": "ok", "outputs": ["output"]}, fh)
             os._exit(0)
-    """)
+    """,
+    )
     assert result.category is FailureCategory.OUTPUT_INVALID
 
 
 def test_tamper_with_harness_and_status(backend: Backend) -> None:
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import json, os, sys
         def f():
             in_dir, out = sys.argv[1], sys.argv[2]
@@ -468,38 +546,50 @@ def test_tamper_with_harness_and_status(backend: Backend) -> None:
             with open(os.path.join(out, "status.json"), "w") as fh:
                 json.dump({"category": "ok", "outputs": ["output"], "score": 1.0}, fh)
             os._exit(0)
-    """)
+    """,
+    )
     assert result.category is FailureCategory.OUTPUT_INVALID
     assert "denied 2" in result.stdout_tail
 
 
 def test_forged_status_categories_are_not_trusted(backend: Backend) -> None:
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import json, os, sys
         def f():
             with open(os.path.join(sys.argv[2], "status.json"), "w") as fh:
                 json.dump({"category": "timeout", "message": "not me"}, fh)
             os._exit(0)
-    """)
+    """,
+    )
     assert result.category is FailureCategory.EXCEPTION and "not me" not in result.message
 
 
 def test_monkeypatched_runner_cannot_forge_success(backend: Backend) -> None:
     # Replace the runner's np.save so "outputs" are empty files, then return normally.
-    result = attack(backend, """
+    result = attack(
+        backend,
+        """
         import numpy as np
         def f():
             np.save = lambda fh, arr, allow_pickle=False: fh.write(b"")
             return np.ones(3)
-    """)
+    """,
+    )
     assert result.category is FailureCategory.OUTPUT_INVALID
 
 
 def test_write_outside_the_work_dir(backend: Backend, token: str) -> None:
     needs(backend, "root")  # otherwise the sandbox shares the host's /tmp
-    host_targets = [f"/tmp/abp-escape-{token}", f"/var/tmp/abp-escape-{token}",
-                    str(Path.home() / f"abp-escape-{token}")]
-    result = attack(backend, f"""
+    host_targets = [
+        f"/tmp/abp-escape-{token}",
+        f"/var/tmp/abp-escape-{token}",
+        str(Path.home() / f"abp-escape-{token}"),
+    ]
+    result = attack(
+        backend,
+        f"""
         import os, sys
         def f():
             targets = {host_targets!r} + ["/etc/abp-{token}", "/usr/abp-{token}",
@@ -519,7 +609,8 @@ def test_write_outside_the_work_dir(backend: Backend, token: str) -> None:
                 except OSError:
                     pass
             raise PermissionError(f"{{len(written)}} forbidden writes succeeded: {{written}}")
-    """)
+    """,
+    )
     assert result.category is FailureCategory.EXCEPTION
     assert result.message.startswith("PermissionError: 0 forbidden writes"), result.message
     for path in host_targets:

@@ -22,7 +22,8 @@ def _my_containers() -> set[str]:
     client = docker.from_env(timeout=30)
     try:
         found = client.containers.list(
-            all=True, filters={"label": [LABEL, f"{OWNER_LABEL}={owner_id()}"]})
+            all=True, filters={"label": [LABEL, f"{OWNER_LABEL}={owner_id()}"]}
+        )
         return {c.id for c in found}
     finally:
         client.close()
@@ -34,13 +35,19 @@ def test_pool_runs_are_single_use_and_closed() -> None:
         assert "warm pool" in pool.isolation
         assert pool.wait_ready(timeout=120)
         first_warm = pool._ready.queue[0]
-        leave_mark = run_code("""
+        leave_mark = run_code(
+            """
 import os, numpy as np
 def f(x):
     open("/tmp/mark", "w").write("left behind")
     import sklearn.ensemble  # pre-imported: already in sys.modules
     return x + 1
-""", "f", {"x": np.zeros(2)}, backend=pool, limits=POOL_LIMITS)
+""",
+            "f",
+            {"x": np.zeros(2)},
+            backend=pool,
+            limits=POOL_LIMITS,
+        )
         assert leave_mark.ok and leave_mark.backend == "docker", leave_mark
         np.testing.assert_array_equal(leave_mark.outputs["output"], [1.0, 1.0])
         deadline = time.monotonic() + 30  # removal happens in the background
@@ -49,15 +56,25 @@ def f(x):
         assert first_warm.container.id not in _my_containers()  # destroyed after one use
 
         # The refilled container is a fresh one: nothing of the previous run is visible.
-        fresh = run_code("""
+        fresh = run_code(
+            """
 import os, numpy as np
 def f():
     return np.array([os.path.exists("/tmp/mark")])
-""", "f", {}, backend=pool, limits=POOL_LIMITS)
+""",
+            "f",
+            {},
+            backend=pool,
+            limits=POOL_LIMITS,
+        )
         assert fresh.ok and fresh.outputs["output"].tolist() == [False]
 
-        timeout = pool.run("def f():\n    while True:\n        pass\n", "f", {},
-                           limits=Limits(wall_time_s=1, memory_mb=512, pids=64, tmpfs_mb=32))
+        timeout = pool.run(
+            "def f():\n    while True:\n        pass\n",
+            "f",
+            {},
+            limits=Limits(wall_time_s=1, memory_mb=512, pids=64, tmpfs_mb=32),
+        )
         assert timeout.category is FailureCategory.TIMEOUT
     finally:
         pool.close()
@@ -68,10 +85,12 @@ def test_pool_falls_back_for_other_limits() -> None:
     with get_backend("docker", pool_size=1, limits=POOL_LIMITS) as pool:
         bigger = Limits(wall_time_s=10, memory_mb=768, pids=64, tmpfs_mb=32)
         assert not pool._compatible(bigger)
-        assert pool._compatible(Limits(wall_time_s=5, memory_mb=512, pids=64, tmpfs_mb=32,
-                                       output_mb=8))
-        result = pool.run("import numpy as np\ndef f():\n    return np.ones(1)\n", "f", {},
-                          limits=bigger)
+        assert pool._compatible(
+            Limits(wall_time_s=5, memory_mb=512, pids=64, tmpfs_mb=32, output_mb=8)
+        )
+        result = pool.run(
+            "import numpy as np\ndef f():\n    return np.ones(1)\n", "f", {}, limits=bigger
+        )
         assert result.ok, result
     assert _my_containers() == set()
 
@@ -88,7 +107,8 @@ def test_idle_pool_containers_are_replaced() -> None:
             time.sleep(0.2)
         else:
             pytest.fail("the idle container was not replaced")
-        result = pool.run("import numpy as np\ndef f():\n    return np.ones(2)\n", "f", {},
-                          limits=POOL_LIMITS)
+        result = pool.run(
+            "import numpy as np\ndef f():\n    return np.ones(2)\n", "f", {}, limits=POOL_LIMITS
+        )
         assert result.ok, result
     assert _my_containers() == set()

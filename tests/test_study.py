@@ -19,21 +19,43 @@ pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "CaseStudy-Microwave-v0"
-SMALL = dict(num_envs=2, rollout_length=3, epochs=2, num_minibatches=2, lr=5e-2, critic_lr=1e-3,
-             critic_hidden_sizes=[16, 16], eval_every=2, eval_episodes=2, keep_checkpoints=2,
-             target_kl=None)
+SMALL = dict(
+    num_envs=2,
+    rollout_length=3,
+    epochs=2,
+    num_minibatches=2,
+    lr=5e-2,
+    critic_lr=1e-3,
+    critic_hidden_sizes=[16, 16],
+    eval_every=2,
+    eval_episodes=2,
+    keep_checkpoints=2,
+    target_kl=None,
+)
 RANDOM = "agentbench_poad.baselines.random:make_random_agent"
 TIMING = ("steps_per_second",)
 
 
-def write_spec(path: Path, model: Path, *, agents=("poad",), seeds=(0,), total_steps=24,
-               extra_groups=(), **study) -> Path:
+def write_spec(
+    path: Path,
+    model: Path,
+    *,
+    agents=("poad",),
+    seeds=(0,),
+    total_steps=24,
+    extra_groups=(),
+    **study,
+) -> Path:
     spec = {
-        "study": {"name": "t", "model": str(model), "seeds": list(seeds),
-                  "total_steps": {ENV: total_steps}, **study},
+        "study": {
+            "name": "t",
+            "model": str(model),
+            "seeds": list(seeds),
+            "total_steps": {ENV: total_steps},
+            **study,
+        },
         "eval": {"episodes": 2},
-        "group": [{"agents": list(agents), "envs": [ENV], "overrides": SMALL},
-                  *extra_groups],
+        "group": [{"agents": list(agents), "envs": [ENV], "overrides": SMALL}, *extra_groups],
     }
     path.write_text(json.dumps(spec))
     return path
@@ -47,16 +69,28 @@ def metric_lines(run_dir: Path) -> list[dict]:
 # -- bad input: every problem, before any run ---------------------------------------------------
 def test_bad_spec_is_an_error_before_any_run(tmp_path):
     spec = {
-        "study": {"model": "tiny", "seeds": [0, 1], "preset": "overcooked",
-                  "total_steps": {"Overcooked-TomatoSalad-v0": 100}},
+        "study": {
+            "model": "tiny",
+            "seeds": [0, 1],
+            "preset": "overcooked",
+            "total_steps": {"Overcooked-TomatoSalad-v0": 100},
+        },
         "group": [
             {"agents": ["poad", "poadx"], "envs": ["Overcooked-TomatoSalad-v0", "Nope-v0"]},
             {"agents": ["twosome"], "envs": ["Overcooked-TomatoSalad-v0"], "preset": "fast"},
             {"name": "again", "agents": ["poad"], "envs": ["Overcooked-TomatoSalad-v0"]},
-            {"agents": ["ntpo"], "envs": ["Overcooked-TomatoSalad-v0"],
-             "overrides": {"gamma": 1.5}},
-            {"agents": ["ntpo"], "envs": ["Overcooked-TomatoSalad-v0"], "label": "x",
-             "overrides": {"device": "cuda"}, "epochs": 3},
+            {
+                "agents": ["ntpo"],
+                "envs": ["Overcooked-TomatoSalad-v0"],
+                "overrides": {"gamma": 1.5},
+            },
+            {
+                "agents": ["ntpo"],
+                "envs": ["Overcooked-TomatoSalad-v0"],
+                "label": "x",
+                "overrides": {"device": "cuda"},
+                "epochs": 3,
+            },
         ],
     }
     path = tmp_path / "bad.json"
@@ -65,18 +99,24 @@ def test_bad_spec_is_an_error_before_any_run(tmp_path):
         run_study(path, out=tmp_path / "out")
     message = str(info.value)
     assert "nothing was run" in message
-    for needle in ["unknown agent 'poadx'", "unknown env 'Nope-v0'",
-                   "agent 'twosome' has no preset 'fast'",
-                   "duplicate cell poad on Overcooked-TomatoSalad-v0 seed 0",
-                   "gamma must be in [0, 1]", "overrides may not set ['device']",
-                   "unknown key(s) ['epochs']"]:
+    for needle in [
+        "unknown agent 'poadx'",
+        "unknown env 'Nope-v0'",
+        "agent 'twosome' has no preset 'fast'",
+        "duplicate cell poad on Overcooked-TomatoSalad-v0 seed 0",
+        "gamma must be in [0, 1]",
+        "overrides may not set ['device']",
+        "unknown key(s) ['epochs']",
+    ]:
         assert needle in message, needle
     assert not (tmp_path / "out").exists()
 
 
 def test_twosome_on_datascicoding_is_refused_with_the_reason(tmp_path):
-    spec = {"study": {"model": "m", "total_steps": {"DataSciCoding-iris-v0": 64}},
-            "group": [{"agents": ["twosome"], "envs": ["DataSciCoding-iris-v0"]}]}
+    spec = {
+        "study": {"model": "m", "total_steps": {"DataSciCoding-iris-v0": 64}},
+        "group": [{"agents": ["twosome"], "envs": ["DataSciCoding-iris-v0"]}],
+    }
     path = tmp_path / "s.json"
     path.write_text(json.dumps(spec))
     with pytest.raises(StudyError, match="twosome' has no preset 'datascicoding'"):
@@ -85,8 +125,7 @@ def test_twosome_on_datascicoding_is_refused_with_the_reason(tmp_path):
 
 def test_toml_and_missing_budget(tmp_path):
     path = tmp_path / "s.toml"
-    path.write_text('[study]\nmodel = "m"\n[[group]]\nagents = ["poad"]\n'
-                    f'envs = ["{ENV}"]\n')
+    path.write_text(f'[study]\nmodel = "m"\n[[group]]\nagents = ["poad"]\nenvs = ["{ENV}"]\n')
     with pytest.raises(StudyError, match=f"no env-step budget for {ENV}"):
         load_study(path)
     path.write_text("[study\n")
@@ -96,13 +135,19 @@ def test_toml_and_missing_budget(tmp_path):
 
 # -- running --------------------------------------------------------------------------------------
 def test_study_trains_evaluates_and_skips_what_is_done(tiny_model, tmp_path):
-    spec = write_spec(tmp_path / "s.json", tiny_model, seeds=(0, 1),
-                      extra_groups=[{"agents": [RANDOM], "envs": [ENV]}])
+    spec = write_spec(
+        tmp_path / "s.json",
+        tiny_model,
+        seeds=(0, 1),
+        extra_groups=[{"agents": [RANDOM], "envs": [ENV]}],
+    )
     out = tmp_path / "out"
     first = run_study(spec, out=out, log=lambda line: None)
     assert first.failed == [] and len(first.trained) == 2 and len(first.records) == 2
-    records = {json.loads(Path(p).read_text())["agent"]["name"]: json.loads(Path(p).read_text())
-               for p in first.records}
+    records = {
+        json.loads(Path(p).read_text())["agent"]["name"]: json.loads(Path(p).read_text())
+        for p in first.records
+    }
     trained = records["poad"]
     assert [s["seed"] for s in trained["scores"]["per_seed"]] == [0, 1]
     walls = trained["training"]["run_wall_time_s"]
@@ -121,16 +166,25 @@ def test_study_trains_evaluates_and_skips_what_is_done(tiny_model, tmp_path):
 
 def test_larger_budget_resumes_the_finished_runs(tiny_model, tmp_path):
     out = tmp_path / "out"
-    run_study(write_spec(tmp_path / "a.json", tiny_model, total_steps=12), out=out,
-              evaluate=False, log=lambda line: None)
+    run_study(
+        write_spec(tmp_path / "a.json", tiny_model, total_steps=12),
+        out=out,
+        evaluate=False,
+        log=lambda line: None,
+    )
     grown = load_study(write_spec(tmp_path / "b.json", tiny_model, total_steps=24), out=out)
     assert [run_state(c) for c in grown.cells] == ["partial"]
     run_study(grown, evaluate=False, log=lambda line: None)
     reference = tmp_path / "ref"
-    run_study(write_spec(tmp_path / "c.json", tiny_model, total_steps=24), out=reference,
-              evaluate=False, log=lambda line: None)
+    run_study(
+        write_spec(tmp_path / "c.json", tiny_model, total_steps=24),
+        out=reference,
+        evaluate=False,
+        log=lambda line: None,
+    )
     assert metric_lines(out / "runs" / ENV / "poad" / "seed0") == metric_lines(
-        reference / "runs" / ENV / "poad" / "seed0")
+        reference / "runs" / ENV / "poad" / "seed0"
+    )
 
 
 def test_killed_study_resumes_without_lost_or_repeated_steps(tiny_model, tmp_path):
@@ -138,11 +192,20 @@ def test_killed_study_resumes_without_lost_or_repeated_steps(tiny_model, tmp_pat
     spec = write_spec(tmp_path / "s.json", tiny_model, total_steps=72)  # 12 updates
     killed, full = tmp_path / "killed", tmp_path / "full"
     run_dir = killed / "runs" / ENV / "poad" / "seed0"
-    command = [sys.executable, "-m", "agentbench_poad.cli", "study", str(spec), "--out",
-               str(killed), "--no-eval"]
+    command = [
+        sys.executable,
+        "-m",
+        "agentbench_poad.cli",
+        "study",
+        str(spec),
+        "--out",
+        str(killed),
+        "--no-eval",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 600
     metrics = run_dir / "metrics.jsonl"
     while time.monotonic() < deadline and proc.poll() is None:
@@ -157,8 +220,9 @@ def test_killed_study_resumes_without_lost_or_repeated_steps(tiny_model, tmp_pat
     assert 3 <= logged < 12
     assert run_state(load_study(spec, out=killed).cells[0]) == "partial"
 
-    resumed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                             timeout=600)
+    resumed = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert resumed.returncode == 0, resumed.stderr
     run_study(spec, out=full, evaluate=False, log=lambda line: None)
     lines = metric_lines(run_dir)
@@ -196,12 +260,17 @@ def test_committed_grid_spec_has_issue_12s_cells(tmp_path):
     cells = {(c.agent, c.env_id, c.seed, c.label) for c in study.cells}
     assert len(cells) == len(study.cells) == 3 * 2 * 3 + 3 * 3 + 3 * 3
     for agent in ("poad", "ntpo", "twosome"):
-        for env in ("Overcooked-TomatoSalad-v0", "Overcooked-TomatoLettuceSalad-v0",
-                    "VirtualHome-FoodPreparation-v0"):
+        for env in (
+            "Overcooked-TomatoSalad-v0",
+            "Overcooked-TomatoLettuceSalad-v0",
+            "VirtualHome-FoodPreparation-v0",
+        ):
             assert {(agent, env, s, "") for s in (0, 1, 2)} <= cells
     for label, gamma in (("gw0.90", 0.9), ("gw0.95", 0.95), ("gw0.99", 0.99)):
         ablation = [c for c in study.cells if c.label == label]
-        assert [(c.agent, c.env_id) for c in ablation] == [("ntpo", "Overcooked-TomatoSalad-v0")] * 3
+        assert [(c.agent, c.env_id) for c in ablation] == [
+            ("ntpo", "Overcooked-TomatoSalad-v0")
+        ] * 3
         assert all(c.overrides == {"gamma": gamma} for c in ablation)
     unseen = [t for t in study.evals if "trainedon-VirtualHome-FoodPreparation" in t.key]
     assert len(unseen) == 3 * 6

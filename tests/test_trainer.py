@@ -19,11 +19,19 @@ from agentbench_poad.rl.trainer import (  # noqa: E402
 )
 
 ENV = "CaseStudy-Microwave-v0"
-SMALL = dict(num_envs=2, rollout_length=3, epochs=2, num_minibatches=2, lr=5e-2, critic_lr=1e-3,
-             critic_hidden_sizes=(16, 16), eval_every=2, eval_episodes=2, keep_checkpoints=2,
-             target_kl=None)
-
-
+SMALL = dict(
+    num_envs=2,
+    rollout_length=3,
+    epochs=2,
+    num_minibatches=2,
+    lr=5e-2,
+    critic_lr=1e-3,
+    critic_hidden_sizes=(16, 16),
+    eval_every=2,
+    eval_episodes=2,
+    keep_checkpoints=2,
+    target_kl=None,
+)
 
 
 def lines(run_dir):
@@ -55,8 +63,16 @@ def weights(run_dir):
 
 def test_resume_continues_exactly(tiny_model, tmp_path, monkeypatch):
     steps = 4 * 2 * 3  # 4 updates
-    full = train(get_algorithm("poad"), ENV, tiny_model, total_steps=steps, seed=3, out=tmp_path / "full",
-                 overrides=SMALL, progress=False)
+    full = train(
+        get_algorithm("poad"),
+        ENV,
+        tiny_model,
+        total_steps=steps,
+        seed=3,
+        out=tmp_path / "full",
+        overrides=SMALL,
+        progress=False,
+    )
     part = tmp_path / "part"
     save = RunDirectory.save_checkpoint
 
@@ -67,19 +83,37 @@ def test_resume_continues_exactly(tiny_model, tmp_path, monkeypatch):
 
     monkeypatch.setattr(RunDirectory, "save_checkpoint", killed_before_third_checkpoint)
     with pytest.raises(KeyboardInterrupt):
-        train(get_algorithm("poad"), ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
-              progress=False)
+        train(
+            get_algorithm("poad"),
+            ENV,
+            tiny_model,
+            total_steps=steps,
+            seed=3,
+            out=part,
+            overrides=SMALL,
+            progress=False,
+        )
     monkeypatch.undo()
     assert len(lines(part)) == 3 and latest_checkpoint(part).name == "update_000002"
     with open(part / "metrics.jsonl", "a") as handle:  # and a line cut short by the kill
         handle.write('{"update": 4, "env_')
-    train(get_algorithm("poad"), ENV, tiny_model, total_steps=steps, seed=3, out=part, overrides=SMALL,
-          progress=False, resume=True)
+    train(
+        get_algorithm("poad"),
+        ENV,
+        tiny_model,
+        total_steps=steps,
+        seed=3,
+        out=part,
+        overrides=SMALL,
+        progress=False,
+        resume=True,
+    )
     assert lines(part) == lines(full)
     assert [r["update"] for r in lines(full)] == [1, 2, 3, 4]
     assert tensorboard_steps(part, "value_loss") == [6, 12, 18, 24]  # no duplicates
     assert json.loads((part / "learning_curve.json").read_text()) == json.loads(
-        (full / "learning_curve.json").read_text())
+        (full / "learning_curve.json").read_text()
+    )
     a_full, c_full, o_full = weights(full)
     a_part, c_part, o_part = weights(part)
     assert a_full.keys() == a_part.keys()
@@ -91,15 +125,31 @@ def test_resume_continues_exactly(tiny_model, tmp_path, monkeypatch):
 
 
 def test_run_directory_layout(tiny_model, tmp_path):
-    run = train(get_algorithm("twosome"), ENV, tiny_model, total_steps=2 * 6, seed=0, out=tmp_path / "run",
-                overrides=SMALL, progress=False)
+    run = train(
+        get_algorithm("twosome"),
+        ENV,
+        tiny_model,
+        total_steps=2 * 6,
+        seed=0,
+        out=tmp_path / "run",
+        overrides=SMALL,
+        progress=False,
+    )
     config = json.loads((run / "config.json").read_text())
     assert config["agent"] == "twosome" and config["env_id"] == ENV and config["seed"] == 0
     assert config["algorithm"]["num_envs"] == 2 and config["preset"] is None
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["env_steps"] for r in records] == [6, 12]
-    for key in ("episode_return_mean", "policy_loss", "value_loss", "approx_kl", "entropy",
-                "skipped_kl", "steps_per_second", "success_rate"):
+    for key in (
+        "episode_return_mean",
+        "policy_loss",
+        "value_loss",
+        "approx_kl",
+        "entropy",
+        "skipped_kl",
+        "steps_per_second",
+        "success_rate",
+    ):
         assert key in records[0]
     assert "eval_return" in records[1] and "eval_return" not in records[0]
     curve = json.loads((run / "learning_curve.json").read_text())
@@ -118,16 +168,36 @@ def test_existing_run_needs_resume_and_same_arguments(tiny_model, tmp_path):
     with pytest.raises(FileExistsError, match="resume"):
         train(get_algorithm("poad"), ENV, tiny_model, overrides=SMALL, **kwargs)
     with pytest.raises(ValueError, match="cannot resume"):
-        train(get_algorithm("poad"), ENV, tiny_model, overrides={**SMALL, "lr": 1.0}, resume=True, **kwargs)
+        train(
+            get_algorithm("poad"),
+            ENV,
+            tiny_model,
+            overrides={**SMALL, "lr": 1.0},
+            resume=True,
+            **kwargs,
+        )
 
 
 def test_errors_name_the_fix(tiny_model, tmp_path):
     with pytest.raises(ValueError, match="total_steps"):
-        train(get_algorithm("poad"), ENV, tiny_model, total_steps=1, out=tmp_path / "a", overrides=SMALL,
-              progress=False)
+        train(
+            get_algorithm("poad"),
+            ENV,
+            tiny_model,
+            total_steps=1,
+            out=tmp_path / "a",
+            overrides=SMALL,
+            progress=False,
+        )
     with pytest.raises(ValueError, match="POAD or NTPO"):
-        train(get_algorithm("twosome"), "DataSciCoding-balance-scale-v0", tiny_model, total_steps=8,
-              out=tmp_path / "b", progress=False)
+        train(
+            get_algorithm("twosome"),
+            "DataSciCoding-balance-scale-v0",
+            tiny_model,
+            total_steps=8,
+            out=tmp_path / "b",
+            progress=False,
+        )
     with pytest.raises(TypeError, match=r"get_algorithm\('poad'\)"):
         train("poad", ENV, tiny_model, total_steps=8, out=tmp_path / "c", progress=False)
     with pytest.raises(TypeError, match="not an algorithm class"):
@@ -137,8 +207,16 @@ def test_errors_name_the_fix(tiny_model, tmp_path):
 
 
 def test_load_agent_and_evaluate(tiny_model, tmp_path):
-    run = train(get_algorithm("poad"), ENV, tiny_model, total_steps=6, seed=1, out=tmp_path / "run",
-                overrides=SMALL, progress=False)
+    run = train(
+        get_algorithm("poad"),
+        ENV,
+        tiny_model,
+        total_steps=6,
+        seed=1,
+        out=tmp_path / "run",
+        overrides=SMALL,
+        progress=False,
+    )
     agent = load_agent(run)
     result = evaluate_agent(agent, ENV, episodes=2, seed=0)
     assert len(result.returns) == 2 and result.success_rate in (0.0, 0.5, 1.0)
@@ -152,10 +230,32 @@ def test_cli_train_and_evaluate(agent, tiny_model, tmp_path, capsys):
     from agentbench_poad.cli import main
 
     out = tmp_path / "cli"
-    code = main(["train", "--agent", agent, "--env", ENV, "--model", str(tiny_model),
-                 "--total-steps", "6", "--seed", "0", "--out", str(out), "--no-progress",
-                 "--set", "num_envs=2", "--set", "rollout_length=3", "--set",
-                 "critic_hidden_sizes=16,16", "--set", "num_minibatches=2"])
+    code = main(
+        [
+            "train",
+            "--agent",
+            agent,
+            "--env",
+            ENV,
+            "--model",
+            str(tiny_model),
+            "--total-steps",
+            "6",
+            "--seed",
+            "0",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--set",
+            "num_envs=2",
+            "--set",
+            "rollout_length=3",
+            "--set",
+            "critic_hidden_sizes=16,16",
+            "--set",
+            "num_minibatches=2",
+        ]
+    )
     assert code == 0
     config = json.loads((out / "config.json").read_text())
     assert config["algorithm"]["critic_hidden_sizes"] == [16, 16]
@@ -168,16 +268,30 @@ def test_cli_train_and_evaluate(agent, tiny_model, tmp_path, capsys):
 
 def test_load_agent_carries_the_trained_adapter(tiny_model, tmp_path):
     """The evaluated policy is the trained one: its LoRA weights are the checkpoint's, not init."""
-    run = train(get_algorithm("poad"), ENV, tiny_model, total_steps=6, seed=1, out=tmp_path / "run",
-                overrides=SMALL, progress=False)
+    run = train(
+        get_algorithm("poad"),
+        ENV,
+        tiny_model,
+        total_steps=6,
+        seed=1,
+        out=tmp_path / "run",
+        overrides=SMALL,
+        progress=False,
+    )
     saved, _, _ = weights(run)
-    loaded = {name: p.detach() for name, p in load_agent(run).policy.model.named_parameters()
-              if "lora_" in name}
+    loaded = {
+        name: p.detach()
+        for name, p in load_agent(run).policy.model.named_parameters()
+        if "lora_" in name
+    }
     assert saved and len(loaded) == len(saved)
     trained_b = [t for name, t in saved.items() if "lora_B" in name]
     assert any(t.abs().sum() > 0 for t in trained_b), "training left LoRA B at its zero init"
     for name, tensor in saved.items():
-        match = [p for n, p in loaded.items() if n.replace(".default", "").endswith(name.split(
-            "base_model.model.")[-1])]
+        match = [
+            p
+            for n, p in loaded.items()
+            if n.replace(".default", "").endswith(name.split("base_model.model.")[-1])
+        ]
         assert len(match) == 1, name
         assert torch.equal(match[0].cpu(), tensor)

@@ -30,30 +30,42 @@ def add_parser(subparsers) -> None:
     sub = p.add_subparsers(title="data commands", metavar="DATA_COMMAND")
 
     def with_cache(q):
-        q.add_argument("--cache-dir", default=None,
-                       help="dataset cache (default: $AGENTBENCH_POAD_CACHE or "
-                            "~/.cache/agentbench-poad/datasets)")
+        q.add_argument(
+            "--cache-dir",
+            default=None,
+            help="dataset cache (default: $AGENTBENCH_POAD_CACHE or "
+            "~/.cache/agentbench-poad/datasets)",
+        )
         return q
 
     q = with_cache(add_command(sub, "list", "list the datasets, their sources and cache state"))
     q.set_defaults(func=run_list)
 
     q = with_cache(add_command(sub, "fetch", "download a dataset from its source into the cache"))
-    q.add_argument("name", help="a name from `agentbench-poad data list`, or 'all' (every "
-                                "OpenML and Kaggle dataset)")
+    q.add_argument(
+        "name",
+        help="a name from `agentbench-poad data list`, or 'all' (every OpenML and Kaggle dataset)",
+    )
     q.set_defaults(func=run_fetch)
 
-    q = with_cache(add_command(
-        sub, "import", "prune a local CSV with a dataset's recipe and store it in the cache",
-        "Prune FILE.csv exactly as `data fetch` prunes the downloaded table, and cache it.\n"
-        "For OpenML datasets the CSV holds the features and the target column (named as on\n"
-        "OpenML, else --target, else the last column); for Kaggle datasets it is the file the\n"
-        "competition or dataset ships (e.g. train.csv).",
-    ))
+    q = with_cache(
+        add_command(
+            sub,
+            "import",
+            "prune a local CSV with a dataset's recipe and store it in the cache",
+            "Prune FILE.csv exactly as `data fetch` prunes the downloaded table, and cache it.\n"
+            "For OpenML datasets the CSV holds the features and the target column (named as on\n"
+            "OpenML, else --target, else the last column); for Kaggle datasets it is the file the\n"
+            "competition or dataset ships (e.g. train.csv).",
+        )
+    )
     q.add_argument("name", help="a name from `agentbench-poad data list`")
     q.add_argument("file", help="the CSV file")
-    q.add_argument("--target", default=None, help="the label column of FILE (default: the "
-                                                   "source's name for it, else the last column)")
+    q.add_argument(
+        "--target",
+        default=None,
+        help="the label column of FILE (default: the source's name for it, else the last column)",
+    )
     q.set_defaults(func=run_import)
 
     q = with_cache(add_command(sub, "info", "rows, features, classes, balance, source, cache"))
@@ -77,10 +89,13 @@ def run_list(args: argparse.Namespace) -> int:
                 state = "cached" if read_cache(spec, args.cache_dir) is not None else "missing"
             except CacheCorrupt:
                 state = "corrupt"
-        shape = f"{spec.shape[0] if spec.shape[0] is not None else '<=' + str(spec.max_rows)}" \
-                f"x{spec.shape[1]}"
-        rows.append((spec.name, spec.source.label, shape, str(spec.n_classes), state,
-                     spec.description))
+        shape = (
+            f"{spec.shape[0] if spec.shape[0] is not None else '<=' + str(spec.max_rows)}"
+            f"x{spec.shape[1]}"
+        )
+        rows.append(
+            (spec.name, spec.source.label, shape, str(spec.n_classes), state, spec.description)
+        )
     header = ("name", "source", "shape", "classes", "cache", "description")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -111,16 +126,21 @@ def run_fetch(args: argparse.Namespace) -> int:
         return die(exc.args[0])
     except (DatasetUnavailable, ValueError) as exc:
         return die(str(exc), code=1)
-    where = "bundled with scikit-learn (not cached)" if spec.offline else \
-        str(cache_paths(spec.name, args.cache_dir)[0])
+    where = (
+        "bundled with scikit-learn (not cached)"
+        if spec.offline
+        else str(cache_paths(spec.name, args.cache_dir)[0])
+    )
     print(_summary(spec.name, dataset, where))
     return 0
 
 
 def _summary(name: str, dataset, where) -> str:  # noqa: ANN001
     """One line: shape, classes and where the dataset lives."""
-    return (f"{name}: {dataset.shape[0]} rows x {dataset.shape[1]} features, "
-            f"{dataset.n_classes} classes -> {where}")
+    return (
+        f"{name}: {dataset.shape[0]} rows x {dataset.shape[1]} features, "
+        f"{dataset.n_classes} classes -> {where}"
+    )
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -138,8 +158,9 @@ def run_import(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         return die(f"{exc.filename}: no such file", code=1)
     except Exception as exc:  # noqa: BLE001 - a malformed CSV: say what and where
-        return die(f"could not import {args.file} as {args.name}: {type(exc).__name__}: {exc}",
-                   code=1)
+        return die(
+            f"could not import {args.file} as {args.name}: {type(exc).__name__}: {exc}", code=1
+        )
     if spec.offline:
         print(f"{spec.name} is bundled with scikit-learn; the CSV was pruned but not cached")
     else:
@@ -165,8 +186,11 @@ def run_info(args: argparse.Namespace) -> int:
     counts = dataset.class_counts
     total = max(sum(counts), 1)
     balance = ", ".join(f"{k}: {c} ({100 * c / total:.1f}%)" for k, c in enumerate(counts))
-    cache = "none (bundled with scikit-learn)" if spec.offline else \
-        str(cache_paths(spec.name, args.cache_dir)[0])
+    cache = (
+        "none (bundled with scikit-learn)"
+        if spec.offline
+        else str(cache_paths(spec.name, args.cache_dir)[0])
+    )
     lines = [
         ("name", spec.name),
         ("env id", spec.env_id),

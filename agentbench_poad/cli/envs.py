@@ -86,11 +86,15 @@ def run_play(args: argparse.Namespace) -> int:
                     return 0
                 observation, reward, terminated, truncated, info = env.step(choice)
                 total += reward
-                print(f"reward {reward:+.3f}" + ("" if info.get("action_valid", True) else
-                                                 " (action not available)"))
+                print(
+                    f"reward {reward:+.3f}"
+                    + ("" if info.get("action_valid", True) else " (action not available)")
+                )
                 done = terminated or truncated
-            print(f"\nepisode {episode} over: return {total:.3f}"
-                  f" ({'success' if terminated else 'time limit'})")
+            print(
+                f"\nepisode {episode} over: return {total:.3f}"
+                f" ({'success' if terminated else 'time limit'})"
+            )
     finally:
         env.close()
     return 0

@@ -36,10 +36,13 @@ def add_parser(subparsers) -> None:
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="a run directory written by `agentbench-poad train`")
-    source.add_argument("--agent", metavar="MODULE:FACTORY",
-                        help="your agent: a class or factory, 'package.module:Name' or "
-                             "'path/to/file.py:Name'; or 'lm:MODEL', the untrained model "
-                             "(leaderboard protocol, writes a run record)")
+    source.add_argument(
+        "--agent",
+        metavar="MODULE:FACTORY",
+        help="your agent: a class or factory, 'package.module:Name' or "
+        "'path/to/file.py:Name'; or 'lm:MODEL', the untrained model "
+        "(leaderboard protocol, writes a run record)",
+    )
     p.add_argument("--env", dest="env_id", help="environment id (default: the run's)")
     p.add_argument("--episodes", type=int, default=10, help="episodes")
     p.add_argument("--seed", type=int, default=0, help="seed of the episodes' resets")
@@ -80,10 +83,16 @@ def evaluate_run(args: argparse.Namespace) -> int:
         return die(str(exc))
     env_id = args.env_id or spec["env_id"]
     env_kwargs = spec.get("env_kwargs", {}) if env_id == spec["env_id"] else {}
-    result = evaluate_cell(EvaluationRequest(
-        agent=agent, env_id=env_id, seed=args.seed, episodes=args.episodes,
-        env_kwargs=env_kwargs, action_timeout=None,  # in-process, as the trainer's curve
-    ))
+    result = evaluate_cell(
+        EvaluationRequest(
+            agent=agent,
+            env_id=env_id,
+            seed=args.seed,
+            episodes=args.episodes,
+            env_kwargs=env_kwargs,
+            action_timeout=None,  # in-process, as the trainer's curve
+        )
+    )
     _report(f"{spec['agent']} ({args.run})", result)
     return 0
 
@@ -97,23 +106,41 @@ def _add_agent_mode_options(p: argparse.ArgumentParser) -> None:
         "raise, return a non-string or hang become failed episodes. Re-running the same command "
         "resumes an interrupted evaluation from the partial file in --out.",
     )
-    g.add_argument("--seeds", nargs="+", type=int,
-                   help="evaluation seeds, one per-seed score each (default: --seed)")
-    g.add_argument("--agent-kwargs", default="{}", metavar="JSON",
-                   help="keyword arguments for the factory, as a JSON object")
-    g.add_argument("--env-kwargs", default="{}", metavar="JSON",
-                   help="keyword arguments for gym.make, as a JSON object")
+    g.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        help="evaluation seeds, one per-seed score each (default: --seed)",
+    )
+    g.add_argument(
+        "--agent-kwargs",
+        default="{}",
+        metavar="JSON",
+        help="keyword arguments for the factory, as a JSON object",
+    )
+    g.add_argument(
+        "--env-kwargs",
+        default="{}",
+        metavar="JSON",
+        help="keyword arguments for gym.make, as a JSON object",
+    )
     g.add_argument("--name", help="the agent's name on the board (default: its name attribute)")
     g.add_argument("--base-model", help="base model of an LLM agent (provenance)")
     g.add_argument("--adapter", help="adapter of an LLM agent (provenance)")
-    g.add_argument("--timeout", type=float, default=60.0,
-                   help="per-action deadline in seconds (0: none)")
-    g.add_argument("--batch-size", type=int,
-                   help="episodes an agent with act_batch plays in lockstep (default: all of a "
-                        "seed's)")
-    g.add_argument("--out", default="agentbench-runs/eval",
-                   help="the record file (NAME.json) or a folder for <record_id>.json; the "
-                        "resumable partial file goes next to it")
+    g.add_argument(
+        "--timeout", type=float, default=60.0, help="per-action deadline in seconds (0: none)"
+    )
+    g.add_argument(
+        "--batch-size",
+        type=int,
+        help="episodes an agent with act_batch plays in lockstep (default: all of a seed's)",
+    )
+    g.add_argument(
+        "--out",
+        default="agentbench-runs/eval",
+        help="the record file (NAME.json) or a folder for <record_id>.json; the "
+        "resumable partial file goes next to it",
+    )
     g.add_argument("--add", action="store_true", help="also add the record to the board")
     g.add_argument("--store", help="with --add: records folder (default: the package's)")
     g.add_argument("--replace", action="store_true", help="with --add: replace a same-id record")
@@ -126,13 +153,23 @@ def _add_agent_mode_options(p: argparse.ArgumentParser) -> None:
         "under <out>/.cells/ so a re-run resumes, and a cell that fails is retried "
         "(--max-retries) without losing the others.",
     )
-    x.add_argument("--executor", choices=("local", "ray"),
-                   help="play the seeds as cells on this executor (default: in-process protocol "
-                        "with per-episode resume)")
-    x.add_argument("--address", help="with --executor ray: an existing cluster's address "
-                                     "(default: start a local Ray cluster)")
-    x.add_argument("--max-retries", type=int, default=2,
-                   help="re-runs of a cell that raised before it is reported as failed")
+    x.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        help="play the seeds as cells on this executor (default: in-process protocol "
+        "with per-episode resume)",
+    )
+    x.add_argument(
+        "--address",
+        help="with --executor ray: an existing cluster's address "
+        "(default: start a local Ray cluster)",
+    )
+    x.add_argument(
+        "--max-retries",
+        type=int,
+        default=2,
+        help="re-runs of a cell that raised before it is reported as failed",
+    )
 
 
 def _json_object(text: str, flag: str) -> dict:
@@ -159,15 +196,27 @@ def canonical_command(args: argparse.Namespace) -> str:
     """
     import shlex
 
-    parts = ["agentbench-poad", "evaluate", "--agent", args.agent, "--env", args.env_id,
-             "--seeds", *map(str, _seeds(args)), "--episodes", str(args.episodes)]
-    for flag, value, default in (("--agent-kwargs", args.agent_kwargs, "{}"),
-                                 ("--env-kwargs", args.env_kwargs, "{}"),
-                                 ("--name", args.name, None),
-                                 ("--base-model", args.base_model, None),
-                                 ("--adapter", args.adapter, None),
-                                 ("--timeout", args.timeout, 60.0),
-                                 ("--batch-size", args.batch_size, None)):
+    parts = [
+        "agentbench-poad",
+        "evaluate",
+        "--agent",
+        args.agent,
+        "--env",
+        args.env_id,
+        "--seeds",
+        *map(str, _seeds(args)),
+        "--episodes",
+        str(args.episodes),
+    ]
+    for flag, value, default in (
+        ("--agent-kwargs", args.agent_kwargs, "{}"),
+        ("--env-kwargs", args.env_kwargs, "{}"),
+        ("--name", args.name, None),
+        ("--base-model", args.base_model, None),
+        ("--adapter", args.adapter, None),
+        ("--timeout", args.timeout, 60.0),
+        ("--batch-size", args.batch_size, None),
+    ):
         if value != default:
             parts += [flag, str(value)]
     return " ".join(shlex.quote(part) for part in parts)
@@ -201,28 +250,38 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
 
     try:
         plan = EvaluationPlan(
-            agent=args.agent, env_ids=(args.env_id,), seeds=tuple(_seeds(args)),
-            episodes=args.episodes, agent_kwargs=agent_kwargs, env_kwargs=env_kwargs,
-            action_timeout=args.timeout or None, batch_size=args.batch_size,
+            agent=args.agent,
+            env_ids=(args.env_id,),
+            seeds=tuple(_seeds(args)),
+            episodes=args.episodes,
+            agent_kwargs=agent_kwargs,
+            env_kwargs=env_kwargs,
+            action_timeout=args.timeout or None,
+            batch_size=args.batch_size,
         )
     except ValueError as exc:
         return die(str(exc))
-    provenance = Provenance(agent_name=args.name, base_model=args.base_model,
-                            adapter=args.adapter, command=canonical_command(args))
+    provenance = Provenance(
+        agent_name=args.name,
+        base_model=args.base_model,
+        adapter=args.adapter,
+        command=canonical_command(args),
+    )
     if args.executor:
         return _evaluate_on_executor(args, plan, provenance)
     if args.address:
         return die("--address names a Ray cluster; add --executor ray")
     try:
-        (record,) = evaluate_plan(plan, provenance, out_dir=args.out,
-                                  progress=not args.no_progress)
+        (record,) = evaluate_plan(plan, provenance, out_dir=args.out, progress=not args.no_progress)
     except (ModelNotAvailable, DependencyNotInstalled) as exc:  # e.g. lm:NAME offline
         return die(str(exc))
     sc = record["scores"]
     failed = sum(s["failed_episodes"] for s in sc["per_seed"])
-    print(f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
-          f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
-          f"{args.episodes} episodes, {failed} failed)")
+    print(
+        f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
+        f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
+        f"{args.episodes} episodes, {failed} failed)"
+    )
     print(f"record: {output_path(args.out, record['record_id'])}")
     if args.add:
         try:
@@ -243,28 +302,38 @@ def _evaluate_on_executor(args: argparse.Namespace, plan, provenance) -> int:
     from agentbench_poad.leaderboard.sweep import evaluate_grid
 
     def report_failure(cell, attempt: int, error: str) -> None:
-        print(f"cell {cell.env_id} seed {cell.seed} failed (attempt {attempt}): "
-              f"{error.splitlines()[0]}", file=sys.stderr)
+        print(
+            f"cell {cell.env_id} seed {cell.seed} failed (attempt {attempt}): "
+            f"{error.splitlines()[0]}",
+            file=sys.stderr,
+        )
 
     try:
-        executor = get_executor(args.executor, address=args.address,
-                                max_retries=args.max_retries)
+        executor = get_executor(args.executor, address=args.address, max_retries=args.max_retries)
     except (DependencyNotInstalled, ValueError, ConnectionError) as exc:
         return die(str(exc))
     with executor:
-        result = evaluate_grid(plan, provenance, executor=executor, out_dir=args.out,
-                               on_failure=report_failure)
+        result = evaluate_grid(
+            plan, provenance, executor=executor, out_dir=args.out, on_failure=report_failure
+        )
     for outcome in result.failed:
-        print(f"FAILED cell {outcome.cell.env_id} seed {outcome.cell.seed} after "
-              f"{outcome.attempts} attempts: {outcome.error.splitlines()[0]}", file=sys.stderr)
+        print(
+            f"FAILED cell {outcome.cell.env_id} seed {outcome.cell.seed} after "
+            f"{outcome.attempts} attempts: {outcome.error.splitlines()[0]}",
+            file=sys.stderr,
+        )
     if not result.records:
-        return die("no record written: a cell failed on every attempt (see above); re-run the "
-                   "same command to retry the failed cells (finished cells are kept)")
+        return die(
+            "no record written: a cell failed on every attempt (see above); re-run the "
+            "same command to retry the failed cells (finished cells are kept)"
+        )
     (record,) = result.records
     sc = record["scores"]
-    print(f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
-          f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
-          f"{args.episodes} episodes; {result.reused} cells reused)")
+    print(
+        f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
+        f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
+        f"{args.episodes} episodes; {result.reused} cells reused)"
+    )
     print(f"record: {result.paths[0]}")
     if args.add:
         try:

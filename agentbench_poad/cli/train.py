@@ -7,8 +7,17 @@ import argparse
 from agentbench_poad.cli._common import add_command, die
 
 AGENTS = ("poad", "ntpo", "twosome")
-PRESETS = ("auto", "mini", "none", "overcooked", "virtualhome", "datascicoding",
-           "overcooked-mini", "virtualhome-mini", "datascicoding-mini")
+PRESETS = (
+    "auto",
+    "mini",
+    "none",
+    "overcooked",
+    "virtualhome",
+    "datascicoding",
+    "overcooked-mini",
+    "virtualhome-mini",
+    "datascicoding-mini",
+)
 
 
 def add_parser(subparsers) -> None:
@@ -28,19 +37,38 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--agent", required=True, choices=AGENTS, help="algorithm")
     p.add_argument("--env", required=True, dest="env_id", help="environment id")
-    p.add_argument("--model", required=True,
-                   help="named model (smollm2-135m), .gguf file, local directory or hub id")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="named model (smollm2-135m), .gguf file, local directory or hub id",
+    )
     p.add_argument("--total-steps", type=int, required=True, help="environment steps")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
-    p.add_argument("--preset", choices=PRESETS, default="auto",
-                   help="hyper-parameter preset (auto: the paper's for the env's family; mini: "
-                        "the family's CPU preset)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                   help="override a config field (repeatable; tuples comma-separated)")
-    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=JSON",
-                   dest="env_args", help="extra gym.make argument (repeatable)")
+    p.add_argument(
+        "--preset",
+        choices=PRESETS,
+        default="auto",
+        help="hyper-parameter preset (auto: the paper's for the env's family; mini: "
+        "the family's CPU preset)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="overrides",
+        help="override a config field (repeatable; tuples comma-separated)",
+    )
+    p.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        dest="env_args",
+        help="extra gym.make argument (repeatable)",
+    )
     p.add_argument("--device", help="torch device (overrides the config's)")
     p.add_argument("--max-updates", type=int, help="stop after this many updates (resumable)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -74,10 +102,20 @@ def run_train(args: argparse.Namespace) -> int:
         return die(str(exc))
     preset = None if args.preset == "none" else args.preset
     try:
-        run_dir = train(algorithm, args.env_id, args.model, total_steps=args.total_steps,
-                        seed=args.seed, out=args.out, resume=args.resume, overrides=overrides,
-                        preset=preset, env_kwargs=env_kwargs,
-                        progress=not args.no_progress, max_updates=args.max_updates)
+        run_dir = train(
+            algorithm,
+            args.env_id,
+            args.model,
+            total_steps=args.total_steps,
+            seed=args.seed,
+            out=args.out,
+            resume=args.resume,
+            overrides=overrides,
+            preset=preset,
+            env_kwargs=env_kwargs,
+            progress=not args.no_progress,
+            max_updates=args.max_updates,
+        )
     except (ValueError, FileExistsError, FileNotFoundError) as exc:
         return die(str(exc))
     print(f"run directory: {run_dir}")

@@ -67,7 +67,9 @@ def _like(result: np.ndarray, reference: Any) -> Any:
 
         dtype = reference.dtype if reference.is_floating_point() else torch.float32
         return torch.as_tensor(result, dtype=dtype, device=reference.device)
-    dtype = reference.dtype if np.issubdtype(np.asarray(reference).dtype, np.floating) else np.float64
+    dtype = (
+        reference.dtype if np.issubdtype(np.asarray(reference).dtype, np.floating) else np.float64
+    )
     return result.astype(dtype, copy=False)
 
 
@@ -290,8 +292,9 @@ def token_level_gae(
     _check_finite("next_value", nv, "")
 
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite values raise ValueError below
-        advantages, returns = _token_gae_arrays(r, v, mask, d, nv, lengths, gamma=gamma, lam=lam,
-                                                intra_gamma=intra_gamma)
+        advantages, returns = _token_gae_arrays(
+            r, v, mask, d, nv, lengths, gamma=gamma, lam=lam, intra_gamma=intra_gamma
+        )
     return _like(advantages, values), _like(returns, values)
 
 
@@ -342,8 +345,9 @@ def _token_gae_arrays(
             np.multiply(advantages, scale, out=advantages)
         row_total = advantages.sum(axis=-1)  # f^0 A^0 without e_t, (T, N)
         if not np.isfinite(row_total).all():
-            return _restart_with_clean_pads(r, v, mask, d, nv, lengths, gamma=gamma, lam=lam,
-                                            intra_gamma=intra_gamma)
+            return _restart_with_clean_pads(
+                r, v, mask, d, nv, lengths, gamma=gamma, lam=lam, intra_gamma=intra_gamma
+            )
         last_weight = np.power(factor, last.astype(np.float64))  # f^last, (T, N)
         discount = gamma * (1.0 - d)  # γ m_{t+1}, (T, N)
         next_first_value = nv  # V_{t+1}^1
@@ -361,16 +365,17 @@ def _token_gae_arrays(
         _cumsum_last_inplace(work)
         np.copyto(advantages, work[..., ::-1])
         if factor != 1.0:  # f^−j is finite here (f^L ≥ e^−600); multiplying is faster
-            np.multiply(advantages, np.power(factor, -np.arange(width, dtype=np.float64)),
-                        out=advantages)
+            np.multiply(
+                advantages, np.power(factor, -np.arange(width, dtype=np.float64)), out=advantages
+            )
     else:
         # Tiny factors (f^L would underflow) or f = 0: exact products with the discount matrix.
-        delta = np.concatenate([intra_gamma * values[..., 1:], np.zeros((steps, envs, 1))],
-                               axis=-1)
+        delta = np.concatenate([intra_gamma * values[..., 1:], np.zeros((steps, envs, 1))], axis=-1)
         np.subtract(delta, values, out=delta)
         if not np.isfinite(delta).all():
-            return _restart_with_clean_pads(r, v, mask, d, nv, lengths, gamma=gamma, lam=lam,
-                                            intra_gamma=intra_gamma)
+            return _restart_with_clean_pads(
+                r, v, mask, d, nv, lengths, gamma=gamma, lam=lam, intra_gamma=intra_gamma
+            )
         last_one_hot = np.arange(width) == last[..., None]
         stacked = np.concatenate([delta.reshape(-1, width), last_one_hot.reshape(-1, width)])
         summed = stacked @ discount_matrix(width, factor).T
@@ -403,7 +408,18 @@ def _restart_with_clean_pads(
     """Non-finite row totals: a ValueError for NaN/inf at real tokens, else pads held NaN/inf."""
     _check_finite("values", v[mask], "at real tokens")
     if np.isfinite(v[~mask]).all():  # finite inputs overflowed: restarting would not help
-        raise ValueError("token_level_gae overflows float64 with these values and rewards; "
-                         "rescale them (e.g. normalise the rewards)")
-    return _token_gae_arrays(r, np.where(mask, v, 0.0), mask, d, nv, lengths, gamma=gamma,
-                             lam=lam, intra_gamma=intra_gamma)
+        raise ValueError(
+            "token_level_gae overflows float64 with these values and rewards; "
+            "rescale them (e.g. normalise the rewards)"
+        )
+    return _token_gae_arrays(
+        r,
+        np.where(mask, v, 0.0),
+        mask,
+        d,
+        nv,
+        lengths,
+        gamma=gamma,
+        lam=lam,
+        intra_gamma=intra_gamma,
+    )

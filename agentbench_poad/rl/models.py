@@ -66,7 +66,9 @@ class LoraSettings:
             raise ValueError(f"LoraSettings.alpha must be > 0, got {self.alpha!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"LoraSettings.dropout must be in [0, 1), got {self.dropout!r}")
-        if not self.target_modules or not all(isinstance(m, str) and m for m in self.target_modules):
+        if not self.target_modules or not all(
+            isinstance(m, str) and m for m in self.target_modules
+        ):
             raise ValueError(
                 "LoraSettings.target_modules must name at least one module, e.g. ('q_proj', 'v_proj')"
             )
@@ -91,7 +93,9 @@ def resolve_device(device: Any = "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {str(device)!r} was asked for but CUDA is not available; use 'cpu'")
+        raise ValueError(
+            f"device {str(device)!r} was asked for but CUDA is not available; use 'cpu'"
+        )
     return device
 
 
@@ -110,8 +114,9 @@ def resolve_dtype(dtype: Any = "float32", device: Any = "cpu"):
     return getattr(torch, dtype)
 
 
-def load_causal_lm(name_or_path: str | Path, *, dtype: Any = "float32", device: Any = "cpu",
-                   progress: bool = True):
+def load_causal_lm(
+    name_or_path: str | Path, *, dtype: Any = "float32", device: Any = "cpu", progress: bool = True
+):
     """Load a causal LM and its tokenizer by name, ``.gguf`` file, local directory or hub id.
 
     Args:
@@ -156,8 +161,7 @@ def load_causal_lm(name_or_path: str | Path, *, dtype: Any = "float32", device: 
             "directory, a .gguf file or a named model (`agentbench-poad model list`), make the "
             "Hugging Face hub reachable, or build a small random model for testing with "
             "`agentbench-poad model init tiny --out DIR` and pass DIR. (Offline, set "
-            "HF_HUB_OFFLINE=1 to skip the hub's connection retries.)"
-            + _name_hint(source)
+            "HF_HUB_OFFLINE=1 to skip the hub's connection retries.)" + _name_hint(source)
         ) from exc
     if tokenizer.pad_token_id is None:
         fallback = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.unk_token
@@ -173,7 +177,7 @@ def load_causal_lm(name_or_path: str | Path, *, dtype: Any = "float32", device: 
 
 
 def _name_hint(source: str) -> str:
-    """" Did you mean ...?" for a hub-id-less string close to a named model's name."""
+    """ " Did you mean ...?" for a hub-id-less string close to a named model's name."""
     if "/" in source:
         return ""
     import difflib

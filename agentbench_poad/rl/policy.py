@@ -227,11 +227,15 @@ class LMPolicy(torch.nn.Module):
         num_layers = int(_text_config(base).num_hidden_layers)
         if lora_layers is not None:
             if lora is None:
-                raise ValueError("lora_layers needs LoRA adapters; pass lora=LoraSettings(...) or "
-                                 "lora_layers=None for full fine-tuning")
+                raise ValueError(
+                    "lora_layers needs LoRA adapters; pass lora=LoraSettings(...) or "
+                    "lora_layers=None for full fine-tuning"
+                )
             if not isinstance(lora_layers, int) or not 1 <= lora_layers <= num_layers:
-                raise ValueError(f"lora_layers must be an int in [1, {num_layers}] (the model's "
-                                 f"decoder layers), got {lora_layers!r}")
+                raise ValueError(
+                    f"lora_layers must be an int in [1, {num_layers}] (the model's "
+                    f"decoder layers), got {lora_layers!r}"
+                )
         if frozen_cache_tokens < 0:
             raise ValueError(f"frozen_cache_tokens must be >= 0, got {frozen_cache_tokens}")
         self.lora_layers = lora_layers
@@ -254,12 +258,14 @@ class LMPolicy(torch.nn.Module):
             rng_devices = [self.device.index or 0] if self.device.type == "cuda" else []
             with warnings.catch_warnings(), torch.random.fork_rng(devices=rng_devices):
                 # peft calls a transformers API deprecated in 5.x; nothing for users to act on.
-                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*",
-                                        category=FutureWarning)
+                warnings.filterwarnings(
+                    "ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning
+                )
                 peft_config = lora.to_peft_config()
                 if lora_layers is not None:
-                    peft_config.layers_to_transform = list(range(self.first_adapted_layer,
-                                                                 num_layers))
+                    peft_config.layers_to_transform = list(
+                        range(self.first_adapted_layer, num_layers)
+                    )
                 self.model = peft.get_peft_model(base, peft_config)
             # peft already up-casts adapters of half-precision bases; make it a guarantee.
             for param in self.model.parameters():
@@ -290,7 +296,9 @@ class LMPolicy(torch.nn.Module):
         self._keep_logits = _forward_accepts(self._hf_model(), "logits_to_keep")
         eos = self.tokenizer.eos_token_id
         eos_ids = {eos} if eos is not None else set()
-        gen_eos = getattr(getattr(self._hf_model(), "generation_config", None), "eos_token_id", None)
+        gen_eos = getattr(
+            getattr(self._hf_model(), "generation_config", None), "eos_token_id", None
+        )
         if gen_eos is not None:
             eos_ids.update([gen_eos] if isinstance(gen_eos, int) else gen_eos)
         self.eos_token_ids: frozenset[int] = frozenset(int(i) for i in eos_ids)
@@ -325,8 +333,9 @@ class LMPolicy(torch.nn.Module):
     # ------------------------------------------- frozen lower layers (lora_layers)
 
     @contextlib.contextmanager
-    def _only_layers(self, start: int, stop: int | None = None, *, final_norm: bool = True
-                     ) -> Iterator[torch.nn.Module]:
+    def _only_layers(
+        self, start: int, stop: int | None = None, *, final_norm: bool = True
+    ) -> Iterator[torch.nn.Module]:
         """The decoder stack running only its layers ``[start:stop]`` (restored on exit).
 
         With ``start > 0`` the stack is fed the hidden states entering layer ``start`` as
@@ -377,8 +386,10 @@ class LMPolicy(torch.nn.Module):
         fresh: dict[tuple[int, ...], torch.Tensor] = {}
         if missing:
             ids, attention = self._right_padded(missing)
-            with torch.no_grad(), self._only_layers(0, self.first_adapted_layer,
-                                                    final_norm=False) as lower:
+            with (
+                torch.no_grad(),
+                self._only_layers(0, self.first_adapted_layer, final_norm=False) as lower,
+            ):
                 out = lower(input_ids=ids, attention_mask=attention, use_cache=False)
             hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
             for row, key in enumerate(missing):
@@ -393,7 +404,9 @@ class LMPolicy(torch.nn.Module):
                 rows.append(fresh[key])
         return rows
 
-    def _padded_lower(self, sequences: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _padded_lower(
+        self, sequences: Sequence[Sequence[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Right-padded ``(B, T, H)`` lower hidden states (zeros at pads) and their mask."""
         rows = self._lower_hidden(sequences)
         width = max(len(s) for s in sequences)
@@ -446,11 +459,13 @@ class LMPolicy(torch.nn.Module):
         """:meth:`encode_action` with the prompt's ids already known."""
         return self._encode_actions(prompt, prompt_ids, [action])[0]
 
-    def _encode_actions(self, prompt: str, prompt_ids: list[int], actions: Sequence[str]
-                        ) -> list[list[int]]:
+    def _encode_actions(
+        self, prompt: str, prompt_ids: list[int], actions: Sequence[str]
+    ) -> list[list[int]]:
         """:meth:`encode_action` of several actions after one prompt (one tokenizer call)."""
-        joint = self.tokenizer([prompt + self.action_separator + a for a in actions],
-                               add_special_tokens=True)["input_ids"]
+        joint = self.tokenizer(
+            [prompt + self.action_separator + a for a in actions], add_special_tokens=True
+        )["input_ids"]
         encoded = []
         for action, full in zip(actions, joint):
             full = list(full)
@@ -497,7 +512,9 @@ class LMPolicy(torch.nn.Module):
         return out.logits[rows, lengths - 1 - offset], out.past_key_values, attention
 
     def _score_group(
-        self, prompt_ids: list[list[int]], candidates: list[list[list[int]]],
+        self,
+        prompt_ids: list[list[int]],
+        candidates: list[list[list[int]]],
         lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = None,
     ) -> list[torch.Tensor]:
         """Token log-probs of every candidate after its prompt, sharing each prompt's KV cache.
@@ -579,7 +596,8 @@ class LMPolicy(torch.nn.Module):
                             ancestor = parents[ancestor]
                 dtype = first_logits.dtype if first_logits.is_floating_point() else torch.float32
                 mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(
-                    ~allowed, torch.finfo(dtype).min)[:, None]
+                    ~allowed, torch.finfo(dtype).min
+                )[:, None]
                 out = self._lm(
                     input_ids=ids.to(self.device),
                     attention_mask=mask.to(self.device),
@@ -592,12 +610,19 @@ class LMPolicy(torch.nn.Module):
             prompt_states = captured[0]
             cand_states = captured[1] if len(captured) > 1 else None
             for i, p in enumerate(prompt_ids):
-                lower.append((prompt_states[i, : len(p)], [
-                    cand_states[i, torch.as_tensor(path, dtype=torch.long, device=self.device)]
-                    if cand_states is not None and path
-                    else prompt_states.new_zeros((0, prompt_states.shape[-1]))
-                    for path in paths[i]
-                ]))
+                lower.append(
+                    (
+                        prompt_states[i, : len(p)],
+                        [
+                            cand_states[
+                                i, torch.as_tensor(path, dtype=torch.long, device=self.device)
+                            ]
+                            if cand_states is not None and path
+                            else prompt_states.new_zeros((0, prompt_states.shape[-1]))
+                            for path in paths[i]
+                        ],
+                    )
+                )
         # One row of logits per scored token: the prompt's last position for token 0, the trie
         # node of the candidate's first j tokens for token j.
         source, out_row, out_col, targets = [], [], [], []
@@ -613,7 +638,8 @@ class LMPolicy(torch.nn.Module):
         table = first_logits if packed_logits is None else torch.cat([first_logits, packed_logits])
         chosen = table[torch.tensor(source, device=self.device)]
         scored = torch.log_softmax(chosen.float(), dim=-1).gather(
-            -1, torch.tensor(targets, device=self.device)[:, None])[:, 0]
+            -1, torch.tensor(targets, device=self.device)[:, None]
+        )[:, 0]
         log_probs = torch.zeros((len(flat), width), device=self.device, dtype=scored.dtype)
         log_probs = log_probs.index_put(
             (torch.tensor(out_row, device=self.device), torch.tensor(out_col, device=self.device)),
@@ -622,7 +648,9 @@ class LMPolicy(torch.nn.Module):
         return list(torch.split(log_probs, counts, dim=0))
 
     def _score_restricted(
-        self, prompts: Sequence[str], available_actions: Sequence[Sequence[str]],
+        self,
+        prompts: Sequence[str],
+        available_actions: Sequence[Sequence[str]],
         lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = None,
     ) -> list[tuple[list[list[int]], torch.Tensor, torch.Tensor]]:
         """Per prompt: (candidate token ids, token log-probs (K, L), normalised scores (K,)).
@@ -638,9 +666,7 @@ class LMPolicy(torch.nn.Module):
                     "available_actions is an empty list; pass None for open-action environments"
                 )
             prompt_ids = self.encode_prompt(prompt)
-            encoded.append(
-                (prompt_ids, self._encode_actions(prompt, prompt_ids, list(actions)))
-            )
+            encoded.append((prompt_ids, self._encode_actions(prompt, prompt_ids, list(actions))))
         groups: list[list[int]] = []
         used = 0
         for i, (p, cands) in enumerate(encoded):
@@ -653,8 +679,9 @@ class LMPolicy(torch.nn.Module):
                 used = cost
         token_log_probs: list[torch.Tensor | None] = [None] * len(encoded)
         for group in groups:
-            scored = self._score_group([encoded[i][0] for i in group],
-                                       [encoded[i][1] for i in group], lower)
+            scored = self._score_group(
+                [encoded[i][0] for i in group], [encoded[i][1] for i in group], lower
+            )
             for i, lp in zip(group, scored):
                 token_log_probs[i] = lp
         normalise = NORMALIZATIONS[self.normalization]
@@ -758,7 +785,8 @@ class LMPolicy(torch.nn.Module):
                 chosen = _multinomial(processed.exp(), generator)
             chosen_lm = full.gather(-1, chosen[:, None]).squeeze(-1).tolist()
             chosen_sampled = (
-                processed.gather(-1, chosen[:, None]).squeeze(-1).tolist() if processed is not None
+                processed.gather(-1, chosen[:, None]).squeeze(-1).tolist()
+                if processed is not None
                 else None
             )
             chosen_list = chosen.tolist()
@@ -824,7 +852,8 @@ class LMPolicy(torch.nn.Module):
                 [] if self._reuse_from() > 0 else None
             )
             scored = self._score_restricted(
-                [prompts[i] for i in restricted], [list(available_actions[i]) for i in restricted],
+                [prompts[i] for i in restricted],
+                [list(available_actions[i]) for i in restricted],
                 lower,
             )
             for j, (i, (candidates, log_probs, scores)) in enumerate(zip(restricted, scored)):
@@ -840,8 +869,10 @@ class LMPolicy(torch.nn.Module):
                     # the PPO update (exact: nothing below the adapters ever changes).
                     prompt_states, cand_states = lower[j]
                     prompt_ids = self.encode_prompt(prompts[i])
-                    self._remember_lower(prompt_ids + list(candidates[index]),
-                                         torch.cat([prompt_states, cand_states[index]], dim=0))
+                    self._remember_lower(
+                        prompt_ids + list(candidates[index]),
+                        torch.cat([prompt_states, cand_states[index]], dim=0),
+                    )
                     # The prompt alone too: an action-level critic (TWOSOME) reads only it.
                     self._remember_lower(prompt_ids, prompt_states.clone())
                 samples[i] = ActionSample(
@@ -884,13 +915,21 @@ class LMPolicy(torch.nn.Module):
             # Only the adapted top layers run (and backpropagate) from the frozen lower states.
             hidden, attention = self._padded_lower(sequences)
             with self._only_layers(self.first_adapted_layer):
-                out = self._lm(keep=int(hidden.shape[1] - first), inputs_embeds=hidden,
-                               attention_mask=attention, use_cache=False)
+                out = self._lm(
+                    keep=int(hidden.shape[1] - first),
+                    inputs_embeds=hidden,
+                    attention_mask=attention,
+                    use_cache=False,
+                )
             total = hidden.shape[1]
         else:
             ids, attention = self._right_padded(sequences)
-            out = self._lm(keep=int(ids.shape[1] - first), input_ids=ids,
-                           attention_mask=attention, use_cache=False)
+            out = self._lm(
+                keep=int(ids.shape[1] - first),
+                input_ids=ids,
+                attention_mask=attention,
+                use_cache=False,
+            )
             total = ids.shape[1]
         offset = total - out.logits.shape[1]
         index = torch.zeros((batch, width), dtype=torch.long)
@@ -933,7 +972,8 @@ class LMPolicy(torch.nn.Module):
         """
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         actions = (
-            [[] for _ in prompt_ids] if action_token_ids is None
+            [[] for _ in prompt_ids]
+            if action_token_ids is None
             else [list(a) for a in action_token_ids]
         )
         if len(actions) != len(prompt_ids):
@@ -941,8 +981,10 @@ class LMPolicy(torch.nn.Module):
         batch = len(prompt_ids)
         width = max((len(a) for a in actions), default=0) + 1
         if batch == 0:
-            return (torch.zeros((0, width, self.hidden_size), device=self.device),
-                    torch.zeros((0, width), dtype=torch.bool, device=self.device))
+            return (
+                torch.zeros((0, width, self.hidden_size), device=self.device),
+                torch.zeros((0, width), dtype=torch.bool, device=self.device),
+            )
         sequences = [p + a for p, a in zip(prompt_ids, actions)]
         index = torch.zeros((batch, width), dtype=torch.long)
         mask = torch.zeros((batch, width), dtype=torch.bool)
@@ -983,7 +1025,9 @@ class LMPolicy(torch.nn.Module):
         """Load weights written by :meth:`save_adapter` into this policy (in place)."""
         directory = Path(directory)
         if not directory.is_dir():
-            raise FileNotFoundError(f"no adapter directory at {directory}; see LMPolicy.save_adapter")
+            raise FileNotFoundError(
+                f"no adapter directory at {directory}; see LMPolicy.save_adapter"
+            )
         if self.lora is not None:
             from peft import set_peft_model_state_dict
             from peft.utils import load_peft_weights
@@ -997,8 +1041,9 @@ class LMPolicy(torch.nn.Module):
                     f"(unexpected keys such as {unexpected[0]!r})"
                 )
         else:
-            loaded, _ = load_causal_lm(directory, dtype=next(self.model.parameters()).dtype,
-                                       device=self.device)
+            loaded, _ = load_causal_lm(
+                directory, dtype=next(self.model.parameters()).dtype, device=self.device
+            )
             self.model.load_state_dict(loaded.state_dict())
 
     def as_agent(self, *, greedy: bool = True, seed: int | None = None) -> LLMAgent:
@@ -1037,7 +1082,9 @@ class LLMAgent:
     ) -> list[str]:
         """One action per observation."""
         samples = self.policy.act(
-            list(observations), list(available_actions), generator=self.generator,
+            list(observations),
+            list(available_actions),
+            generator=self.generator,
             greedy=self.greedy,
         )
         return [s.text for s in samples]

@@ -139,8 +139,9 @@ class PPOBatch:
         )
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | torch.Tensor | None = None
-                ) -> torch.Tensor:
+def masked_mean(
+    x: torch.Tensor, mask: torch.Tensor, count: float | torch.Tensor | None = None
+) -> torch.Tensor:
     """Mean of ``x`` over ``mask``; ``count`` overrides the denominator (for exact accumulation).
 
     Entries outside the mask are never read (even NaN or inf there leaves the mean finite).
@@ -151,8 +152,9 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | torch.Tensor
     return total / torch.clamp(torch.as_tensor(denominator, dtype=x.dtype), min=1.0)
 
 
-def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor, *, eps: float = 1e-8
-                         ) -> torch.Tensor:
+def normalize_advantages(
+    advantages: torch.Tensor, mask: torch.Tensor, *, eps: float = 1e-8
+) -> torch.Tensor:
     """``(A − μ) / (σ + eps)`` over the real entries (population std); pads are set to 0.
 
     Pads are never read, so NaN or inf there does not leak into μ and σ. The reference selected "nonzero entries" as real, which also dropped true zero advantages
@@ -198,8 +200,12 @@ def clipped_value_loss(
     return masked_mean(error, mask)
 
 
-def approx_kl_k3(log_probs: torch.Tensor, old_log_probs: torch.Tensor, mask: torch.Tensor,
-                 count: float | torch.Tensor | None = None) -> torch.Tensor:
+def approx_kl_k3(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    mask: torch.Tensor,
+    count: float | torch.Tensor | None = None,
+) -> torch.Tensor:
     """k3 estimate of KL(old‖new): mean of ``(ρ − 1) − log ρ`` over the mask."""
     log_ratio = log_probs - old_log_probs
     return masked_mean(torch.exp(log_ratio) - 1.0 - log_ratio, mask, count)
@@ -274,8 +280,9 @@ def accumulate_policy_gradients(
     return totals
 
 
-def _grad_norm_step(parameters: Sequence[torch.nn.Parameter], optimizer: torch.optim.Optimizer,
-                    max_grad_norm: float) -> float:
+def _grad_norm_step(
+    parameters: Sequence[torch.nn.Parameter], optimizer: torch.optim.Optimizer, max_grad_norm: float
+) -> float:
     norm = torch.nn.utils.clip_grad_norm_(list(parameters), max_grad_norm)
     optimizer.step()
     return float(norm)
@@ -319,8 +326,12 @@ def ppo_update(
             f"num_minibatches={settings.num_minibatches} exceeds the batch of {size} samples; "
             "lower num_minibatches or collect more steps per update"
         )
-    sums: dict[str, float] = {"value_loss": 0.0, "policy_loss": 0.0, "entropy": 0.0,
-                              "approx_kl": 0.0}
+    sums: dict[str, float] = {
+        "value_loss": 0.0,
+        "policy_loss": 0.0,
+        "entropy": 0.0,
+        "approx_kl": 0.0,
+    }
     critic_norms: list[float] = []
     policy_norms: list[float] = []
     skipped = 0
@@ -337,12 +348,16 @@ def ppo_update(
             device = values.device
             value_mask = minibatch.mask if minibatch.value_mask is None else minibatch.value_mask
             value_loss = clipped_value_loss(
-                values, minibatch.old_values.to(device), minibatch.returns.to(device),
-                value_mask.to(device), clip=settings.clip,
+                values,
+                minibatch.old_values.to(device),
+                minibatch.returns.to(device),
+                value_mask.to(device),
+                clip=settings.clip,
             )
             (settings.value_coef * value_loss).backward()
-            critic_norms.append(_grad_norm_step(critic_parameters, critic_optimizer,
-                                                settings.max_grad_norm))
+            critic_norms.append(
+                _grad_norm_step(critic_parameters, critic_optimizer, settings.max_grad_norm)
+            )
             sums["value_loss"] += float(value_loss.detach())
             if not update_policy:
                 continue
@@ -358,8 +373,9 @@ def ppo_update(
                 policy_optimizer.zero_grad(set_to_none=True)  # discard; skip this step only
                 skipped += 1
             else:
-                policy_norms.append(_grad_norm_step(policy_parameters, policy_optimizer,
-                                                    settings.max_grad_norm))
+                policy_norms.append(
+                    _grad_norm_step(policy_parameters, policy_optimizer, settings.max_grad_norm)
+                )
     metrics = {key: value / max(minibatches, 1) for key, value in sums.items()}
     metrics["critic_grad_norm"] = sum(critic_norms) / max(len(critic_norms), 1)
     metrics["policy_grad_norm"] = sum(policy_norms) / max(len(policy_norms), 1)
@@ -411,8 +427,12 @@ class PPOAgent:
         """The value head, its initial weights drawn from ``generator``."""
         raise NotImplementedError
 
-    def collect(self, prompts: Sequence[str], available_actions: Sequence[Sequence[str] | None],
-                generator: torch.Generator) -> list[Any]:
+    def collect(
+        self,
+        prompts: Sequence[str],
+        available_actions: Sequence[Sequence[str] | None],
+        generator: torch.Generator,
+    ) -> list[Any]:
         """Choose one action per prompt; return one ``StepRecord`` each (reward/done unset)."""
         raise NotImplementedError
 

@@ -148,8 +148,16 @@ class RunDirectory:
         return TensorBoard(self.path / "tb", purge_step=purge_step)
 
     # -- checkpoints -------------------------------------------------------------------------
-    def save_checkpoint(self, update: int, policy: Any, algorithm: Any,
-                        generators: dict[str, Any], state: dict[str, Any], *, keep: int) -> Path:
+    def save_checkpoint(
+        self,
+        update: int,
+        policy: Any,
+        algorithm: Any,
+        generators: dict[str, Any],
+        state: dict[str, Any],
+        *,
+        keep: int,
+    ) -> Path:
         """Write a checkpoint atomically (temp dir, rename, then move the ``latest`` pointer)."""
         import torch
 
@@ -176,14 +184,16 @@ class RunDirectory:
         return final
 
     @staticmethod
-    def load_checkpoint(checkpoint: Path, policy: Any, algorithm: Any
-                        ) -> tuple[dict[str, Any], dict[str, Any]]:
+    def load_checkpoint(
+        checkpoint: Path, policy: Any, algorithm: Any
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Restore the adapter and the algorithm's state; returns ``(generators, state)``."""
         import torch
 
         policy.load_adapter(checkpoint / "adapter")
-        algorithm.load_state_dict(torch.load(checkpoint / "agent.pt", map_location=policy.device,
-                                             weights_only=True))
+        algorithm.load_state_dict(
+            torch.load(checkpoint / "agent.pt", map_location=policy.device, weights_only=True)
+        )
         generators = torch.load(checkpoint / "rng.pt", weights_only=True)
         state = json.loads((checkpoint / "state.json").read_text())
         return generators, state
@@ -197,8 +207,11 @@ class TensorBoard:
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:  # pragma: no cover - tensorboard is in the train extra
-            warnings.warn("tensorboard is not installed (pip install 'agentbench-poad[train]'); "
-                          "tb/ stays empty", stacklevel=3)
+            warnings.warn(
+                "tensorboard is not installed (pip install 'agentbench-poad[train]'); "
+                "tb/ stays empty",
+                stacklevel=3,
+            )
             return
         self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
 

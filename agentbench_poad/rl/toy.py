@@ -42,7 +42,7 @@ _SCENES = {
     0: "You are in the kitchen, holding a pancake, next to the microwave. The microwave is closed.",
     1: "You are in the kitchen, holding a pancake, next to the microwave. The microwave is open.",
     2: "You are in the kitchen, next to the microwave. The pancake is inside the microwave, "
-       "and the microwave is open.",
+    "and the microwave is open.",
 }
 _GOAL = "Your task is to heat up the pancake with the microwave."
 
@@ -199,15 +199,25 @@ FAMILY = EnvFamily(
 )
 #: The open-action toy: the same family's facts, another entry point.
 OPEN_TEXT_FAMILY = dataclasses.replace(
-    FAMILY, entry_point=f"{__name__}:OpenTextToyEnv", actions="open", metric="final_auc",
+    FAMILY,
+    entry_point=f"{__name__}:OpenTextToyEnv",
+    actions="open",
+    metric="final_auc",
     success_rule=SUCCESS_OPEN,
 )
 
 ROWS: tuple[TaskRow, ...] = (
-    TaskRow("Microwave", {}, "the case study: open the microwave, put the pancake in, close it",
-            paper_name="case study (Figure 1)"),
-    TaskRow("MicrowaveClose", {"start_stage": 2, "max_steps": 1},
-            "one-step bandit on the case study's last stage: close (+1) or open (-1)"),
+    TaskRow(
+        "Microwave",
+        {},
+        "the case study: open the microwave, put the pancake in, close it",
+        paper_name="case study (Figure 1)",
+    ),
+    TaskRow(
+        "MicrowaveClose",
+        {"start_stage": 2, "max_steps": 1},
+        "one-step bandit on the case study's last stage: close (+1) or open (-1)",
+    ),
 )
 OPEN_TEXT_ROWS: tuple[TaskRow, ...] = (
     TaskRow("OpenText", {}, "say what to do with the microwave in free text (+1 for 'open')"),

@@ -61,9 +61,21 @@ __all__ = [
 #: Keys of every metrics.jsonl line (plus ``eval_return``, ``eval_score`` and
 #: ``eval_success_rate`` on evaluation updates).
 METRIC_KEYS = (
-    "update", "env_steps", "episode_return_mean", "episodes", "success_rate", "reward_mean",
-    "policy_loss", "value_loss", "approx_kl", "entropy", "skipped_kl", "policy_steps",
-    "critic_grad_norm", "policy_grad_norm", "steps_per_second",
+    "update",
+    "env_steps",
+    "episode_return_mean",
+    "episodes",
+    "success_rate",
+    "reward_mean",
+    "policy_loss",
+    "value_loss",
+    "approx_kl",
+    "entropy",
+    "skipped_kl",
+    "policy_steps",
+    "critic_grad_norm",
+    "policy_grad_norm",
+    "steps_per_second",
 )
 #: Metrics that depend on wall-clock time (they differ between otherwise identical runs).
 TIMING_KEYS = ("steps_per_second",)
@@ -96,13 +108,25 @@ def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) 
     from agentbench_poad.rl.models import LoraSettings
     from agentbench_poad.rl.policy import GenerationSettings, LMPolicy
 
-    lora = LoraSettings(r=config.lora_r, alpha=config.lora_alpha, dropout=config.lora_dropout,
-                        target_modules=tuple(config.lora_target_modules))
-    generation = GenerationSettings(temperature=config.temperature, top_k=config.top_k,
-                                    max_new_tokens=config.max_new_tokens)
-    policy = LMPolicy(str(model), lora=lora, dtype=config.dtype, device=config.device,
-                      normalization=config.normalization, generation=generation,
-                      lora_layers=config.lora_layers, frozen_cache_tokens=config.frozen_cache_tokens)
+    lora = LoraSettings(
+        r=config.lora_r,
+        alpha=config.lora_alpha,
+        dropout=config.lora_dropout,
+        target_modules=tuple(config.lora_target_modules),
+    )
+    generation = GenerationSettings(
+        temperature=config.temperature, top_k=config.top_k, max_new_tokens=config.max_new_tokens
+    )
+    policy = LMPolicy(
+        str(model),
+        lora=lora,
+        dtype=config.dtype,
+        device=config.device,
+        normalization=config.normalization,
+        generation=generation,
+        lora_layers=config.lora_layers,
+        frozen_cache_tokens=config.frozen_cache_tokens,
+    )
     generator = torch.Generator().manual_seed(_derived_seed(seed, _ADAPTER))
     with torch.no_grad():
         for name, param in sorted(policy.model.named_parameters()):
@@ -144,15 +168,26 @@ def evaluate_agent(
         The runner's :class:`~agentbench_poad.evaluation.CellResult` (``mean_return``,
         ``score``, ``success_rate``, ``episodes``).
     """
-    return evaluate_cell(EvaluationRequest(agent=agent, env_id=env_id, seed=seed,
-                                           episodes=episodes, env_kwargs=env_kwargs or {},
-                                           action_timeout=None))
+    return evaluate_cell(
+        EvaluationRequest(
+            agent=agent,
+            env_id=env_id,
+            seed=seed,
+            episodes=episodes,
+            env_kwargs=env_kwargs or {},
+            action_timeout=None,
+        )
+    )
 
 
 def curve_point(env_steps: int, result: CellResult) -> dict[str, Any]:
     """A ``learning_curve.json`` point of an evaluation."""
-    return {"env_steps": env_steps, "eval_return": result.mean_return,
-            "eval_score": result.score, "eval_success_rate": result.success_rate}
+    return {
+        "env_steps": env_steps,
+        "eval_return": result.mean_return,
+        "eval_score": result.score,
+        "eval_success_rate": result.success_rate,
+    }
 
 
 @dataclass
@@ -168,8 +203,9 @@ class _EnvSlot:
     info: dict[str, Any] = field(default_factory=dict)
 
     def start(self, seed: int) -> None:
-        self.observation, self.info = self.env.reset(seed=episode_seed(seed, self.index,
-                                                                       self.episode))
+        self.observation, self.info = self.env.reset(
+            seed=episode_seed(seed, self.index, self.episode)
+        )
         self.actions = []
         self.episode_return = 0.0
 
@@ -187,8 +223,11 @@ class _EnvSlot:
                 )
 
     def state(self) -> dict[str, Any]:
-        return {"episode": self.episode, "actions": list(self.actions),
-                "episode_return": self.episode_return}
+        return {
+            "episode": self.episode,
+            "actions": list(self.actions),
+            "episode_return": self.episode_return,
+        }
 
 
 def _finite_or_none(value: float | None) -> float | None:
@@ -207,8 +246,9 @@ class _Progress:
     best_code: dict[str, Any] | None = None
 
 
-def _algorithm_config(algorithm: type, env_id: str, preset: str | None,
-                      overrides: dict[str, Any]) -> tuple[PPOConfig, str | None]:
+def _algorithm_config(
+    algorithm: type, env_id: str, preset: str | None, overrides: dict[str, Any]
+) -> tuple[PPOConfig, str | None]:
     """The algorithm's config (preset + overrides) and the name of the preset it used.
 
     ``"auto"`` is the env family's paper preset, ``"mini"`` its CPU preset (``"<family>-mini"``);
@@ -233,10 +273,15 @@ def _check_algorithm(algorithm: Any) -> None:
             f"train() takes the algorithm class, not its name {algorithm!r}: pass "
             f"agentbench_poad.baselines.get_algorithm({algorithm!r}) (the CLI looks names up)"
         )
-    if not (isinstance(algorithm, type) and hasattr(algorithm, "config_class")
-            and hasattr(algorithm, "name")):
-        raise TypeError(f"{algorithm!r} is not an algorithm class (a PPOAgent subclass such as "
-                        "agentbench_poad.baselines.poad.POAD)")
+    if not (
+        isinstance(algorithm, type)
+        and hasattr(algorithm, "config_class")
+        and hasattr(algorithm, "name")
+    ):
+        raise TypeError(
+            f"{algorithm!r} is not an algorithm class (a PPOAgent subclass such as "
+            "agentbench_poad.baselines.poad.POAD)"
+        )
 
 
 def train(
@@ -290,9 +335,15 @@ def train(
     env_kwargs = dict(env_kwargs or {})
     config, family = _algorithm_config(algorithm, env_id, preset, dict(overrides or {}))
     spec = {
-        "agent": algorithm.name, "env_id": env_id, "env_kwargs": env_kwargs, "model": str(model),
-        "seed": int(seed), "preset": family, "total_steps": int(total_steps),
-        "algorithm": config.to_dict(), "package_version": __version__,
+        "agent": algorithm.name,
+        "env_id": env_id,
+        "env_kwargs": env_kwargs,
+        "model": str(model),
+        "seed": int(seed),
+        "preset": family,
+        "total_steps": int(total_steps),
+        "algorithm": config.to_dict(),
+        "package_version": __version__,
     }
     num_updates = total_steps // config.batch_size
     if num_updates < 1:
@@ -305,8 +356,10 @@ def train(
 
     policy = build_policy(config, model, seed=seed)
     agent = algorithm(config, policy, seed=_derived_seed(seed, _CRITIC))
-    generators = {"actions": torch.Generator().manual_seed(_derived_seed(seed, _ACTIONS)),
-                  "shuffle": torch.Generator().manual_seed(_derived_seed(seed, _SHUFFLE))}
+    generators = {
+        "actions": torch.Generator().manual_seed(_derived_seed(seed, _ACTIONS)),
+        "shuffle": torch.Generator().manual_seed(_derived_seed(seed, _SHUFFLE)),
+    }
     from agentbench_poad.rl.env_executors import make_envs
 
     envs = make_envs(env_id, env_kwargs, config.num_envs, config.env_executor)
@@ -323,26 +376,45 @@ def train(
         raise
     # On resume, drop events logged after the checkpoint (all of them when there was none).
     tensorboard = run.tensorboard(purge_step=state.env_steps + 1 if resume else None)
-    last_update = num_updates if max_updates is None else min(num_updates,
-                                                               state.update + max_updates)
-    bar = tqdm(total=num_updates, initial=state.update, disable=not progress, unit="update",
-               desc=f"{algorithm.name} {env_id}")
+    last_update = (
+        num_updates if max_updates is None else min(num_updates, state.update + max_updates)
+    )
+    bar = tqdm(
+        total=num_updates,
+        initial=state.update,
+        disable=not progress,
+        unit="update",
+        desc=f"{algorithm.name} {env_id}",
+    )
     try:
         for update in range(state.update + 1, last_update + 1):
             started = time.perf_counter()
-            buffer, finished = _rollout(agent, slots, config, generators["actions"], state,
-                                        seed, env_id)
+            buffer, finished = _rollout(
+                agent, slots, config, generators["actions"], state, seed, env_id
+            )
             # Time-outs are treated as terminal, like the reference (no bootstrap past them).
             buffer.next_values = agent.bootstrap_values([s.observation for s in slots])
             agent.compute_advantages(buffer)
             losses = agent.update(buffer, generators["shuffle"])
             state.update = update
-            metrics = _update_metrics(state, finished, buffer, losses,
-                                      config.batch_size / max(time.perf_counter() - started, 1e-9))
+            metrics = _update_metrics(
+                state,
+                finished,
+                buffer,
+                losses,
+                config.batch_size / max(time.perf_counter() - started, 1e-9),
+            )
             if config.eval_every and (update % config.eval_every == 0 or update == num_updates):
-                point = curve_point(state.env_steps, evaluate_agent(
-                    policy.as_agent(greedy=True), env_id, episodes=max(config.eval_episodes, 1),
-                    seed=seed, env_kwargs=env_kwargs))
+                point = curve_point(
+                    state.env_steps,
+                    evaluate_agent(
+                        policy.as_agent(greedy=True),
+                        env_id,
+                        episodes=max(config.eval_episodes, 1),
+                        seed=seed,
+                        env_kwargs=env_kwargs,
+                    ),
+                )
                 metrics.update({k: v for k, v in point.items() if k != "env_steps"})
                 state.learning_curve.append(point)
                 run.write_learning_curve(state.learning_curve)
@@ -352,9 +424,13 @@ def train(
                 run.write_best_code(state.best_code)
             if update % config.checkpoint_every == 0 or update == last_update:
                 run.save_checkpoint(
-                    update, policy, agent, {k: g.get_state() for k, g in generators.items()},
+                    update,
+                    policy,
+                    agent,
+                    {k: g.get_state() for k, g in generators.items()},
                     {**dataclasses.asdict(state), "envs": [s.state() for s in slots]},
-                    keep=config.keep_checkpoints)
+                    keep=config.keep_checkpoints,
+                )
             bar.update(1)
             bar.set_postfix(ret=metrics["episode_return_mean"], kl=metrics.get("approx_kl"))
     finally:
@@ -365,8 +441,15 @@ def train(
     return run.path
 
 
-def _restore(run: RunDirectory, checkpoint: Path | None, policy: Any, agent: Any,
-             generators: dict[str, Any], slots: list[_EnvSlot], seed: int) -> _Progress:
+def _restore(
+    run: RunDirectory,
+    checkpoint: Path | None,
+    policy: Any,
+    agent: Any,
+    generators: dict[str, Any],
+    slots: list[_EnvSlot],
+    seed: int,
+) -> _Progress:
     """Load a checkpoint (weights, generators, unfinished episodes) or start every env afresh."""
     if checkpoint is None:
         for slot in slots:
@@ -378,12 +461,18 @@ def _restore(run: RunDirectory, checkpoint: Path | None, policy: Any, agent: Any
     for slot, saved_env in zip(slots, saved["envs"]):
         slot.episode = saved_env["episode"]
         slot.replay(seed, saved_env["actions"])
-    return _Progress(saved["update"], saved["env_steps"], saved["learning_curve"],
-                     saved["best_code"])
+    return _Progress(
+        saved["update"], saved["env_steps"], saved["learning_curve"], saved["best_code"]
+    )
 
 
-def _update_metrics(state: _Progress, finished: list[tuple[float, bool | None]], buffer: Any,
-                    losses: dict[str, float], steps_per_second: float) -> dict[str, Any]:
+def _update_metrics(
+    state: _Progress,
+    finished: list[tuple[float, bool | None]],
+    buffer: Any,
+    losses: dict[str, float],
+    steps_per_second: float,
+) -> dict[str, Any]:
     """The metrics.jsonl line of an update (before any evaluation)."""
     returns = [r for r, _ in finished]
     successes = [s for _, s in finished if s is not None]
@@ -399,8 +488,15 @@ def _update_metrics(state: _Progress, finished: list[tuple[float, bool | None]],
     }
 
 
-def _rollout(agent: Any, slots: list[_EnvSlot], config: PPOConfig, generator: Any,
-             state: _Progress, seed: int, env_id: str) -> tuple[Any, list[tuple[float, bool | None]]]:
+def _rollout(
+    agent: Any,
+    slots: list[_EnvSlot],
+    config: PPOConfig,
+    generator: Any,
+    state: _Progress,
+    seed: int,
+    env_id: str,
+) -> tuple[Any, list[tuple[float, bool | None]]]:
     """Collect ``rollout_length`` steps in every env (auto-reset); count env steps, best code.
 
     Returns the rollout buffer and ``(return, info["success"] or None)`` of each finished episode.
@@ -411,8 +507,11 @@ def _rollout(agent: Any, slots: list[_EnvSlot], config: PPOConfig, generator: An
     buffer = RolloutBuffer(num_envs=config.num_envs)
     finished: list[tuple[float, bool | None]] = []
     for _ in range(config.rollout_length):
-        records = agent.collect([s.observation for s in slots],
-                                [s.info.get("available_actions") for s in slots], generator)
+        records = agent.collect(
+            [s.observation for s in slots],
+            [s.info.get("available_actions") for s in slots],
+            generator,
+        )
         results = step_envs([s.env for s in slots], [r.sample.text for r in records])
         for slot, record, result in zip(slots, records, results):
             action = record.sample.text
@@ -424,11 +523,16 @@ def _rollout(agent: Any, slots: list[_EnvSlot], config: PPOConfig, generator: An
             if record.available_actions is None and (
                 state.best_code is None or reward > state.best_code["reward"]
             ):
-                state.best_code = {"reward": float(reward), "code": action,
-                                   "env_steps": state.env_steps, "env_id": env_id}
+                state.best_code = {
+                    "reward": float(reward),
+                    "code": action,
+                    "env_steps": state.env_steps,
+                    "env_id": env_id,
+                }
             if record.done:
-                finished.append((slot.episode_return,
-                                 bool(info["success"]) if "success" in info else None))
+                finished.append(
+                    (slot.episode_return, bool(info["success"]) if "success" in info else None)
+                )
                 slot.episode += 1
                 slot.start(seed)
             else:
@@ -437,8 +541,9 @@ def _rollout(agent: Any, slots: list[_EnvSlot], config: PPOConfig, generator: An
     return buffer, finished
 
 
-def load_agent(run_dir: str | os.PathLike, *, greedy: bool = True,
-               device: str | None = None) -> Any:
+def load_agent(
+    run_dir: str | os.PathLike, *, greedy: bool = True, device: str | None = None
+) -> Any:
     """The trained policy of a run (newest checkpoint) as a protocol agent.
 
     Only the policy is rebuilt (base model, LoRA adapter, generation settings), so this needs no

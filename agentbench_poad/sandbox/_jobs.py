@@ -66,8 +66,13 @@ def _can_chown() -> bool:
 class JobDir:
     """A private per-run directory laid out as described in the module docstring."""
 
-    def __init__(self, *, sandbox_uid: int | None = SANDBOX_UID, slots: int = OUTPUT_SLOTS,
-                 prefix: str = "abp-sbx-"):
+    def __init__(
+        self,
+        *,
+        sandbox_uid: int | None = SANDBOX_UID,
+        slots: int = OUTPUT_SLOTS,
+        prefix: str = "abp-sbx-",
+    ):
         if not 1 <= slots <= MAX_OUTPUT_SLOTS:
             raise ValueError(f"a call may return 1 to {MAX_OUTPUT_SLOTS} outputs, not {slots}")
         self.slots = slots
@@ -93,8 +98,13 @@ class JobDir:
                 # slots are world-writable inside our private 0700 job directory.
                 path.chmod(0o666)
 
-    def write_job(self, source: str, entry: str, inputs: Mapping[str, np.ndarray],
-                  extra: Mapping[str, Any] | None = None) -> None:
+    def write_job(
+        self,
+        source: str,
+        entry: str,
+        inputs: Mapping[str, np.ndarray],
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
         """Write the inputs, the source and ``job.json`` (``extra`` adds fields)."""
         for name, array in inputs.items():
             path = self.in_dir / "inputs" / f"{name}.npy"
@@ -173,20 +183,29 @@ def read_status(out_dir: Path) -> dict[str, Any] | None:
     names = status.get("outputs", [])
     if not isinstance(message, str) or not isinstance(trace, str) or not isinstance(names, list):
         return None
-    return {"category": category, "message": " ".join(message.split())[:400],
-            "traceback": trace[-4000:], "outputs": names}
+    return {
+        "category": category,
+        "message": " ".join(message.split())[:400],
+        "traceback": trace[-4000:],
+        "outputs": names,
+    }
 
 
-def read_outputs(out_dir: Path, names: list[Any], limits: Limits,
-                 output_shapes: OutputShapes | None, slots: int = OUTPUT_SLOTS
-                 ) -> dict[str, np.ndarray]:
+def read_outputs(
+    out_dir: Path,
+    names: list[Any],
+    limits: Limits,
+    output_shapes: OutputShapes | None,
+    slots: int = OUTPUT_SLOTS,
+) -> dict[str, np.ndarray]:
     """Load and validate the arrays named by the status; raises ``_Invalid`` with the reason."""
     if not names:
         raise _Invalid("the entry returned no outputs")
     if len(names) > slots:
         raise _Invalid(f"{len(names)} outputs; at most {slots} are allowed")
     if not all(isinstance(n, str) and valid_name(n) for n in names) or len(set(names)) != len(
-            names):
+        names
+    ):
         raise _Invalid("output names must be distinct Python identifiers")
     if output_shapes is not None and set(names) != set(output_shapes):
         raise _Invalid(f"expected outputs {sorted(output_shapes)}, got {sorted(names)}")
@@ -200,17 +219,21 @@ def read_outputs(out_dir: Path, names: list[Any], limits: Limits,
 
             array = np.load(io.BytesIO(raw), allow_pickle=False)
         except Exception as exc:  # noqa: BLE001 - any parse failure is the sandbox's fault
-            raise _Invalid(f"output {name!r} is not a valid .npy array ({type(exc).__name__})"
-                           ) from None
+            raise _Invalid(
+                f"output {name!r} is not a valid .npy array ({type(exc).__name__})"
+            ) from None
         if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
-            raise _Invalid(f"output {name!r} has dtype {getattr(array, 'dtype', '?')}; a numeric "
-                           f"(bool, int or float) array is required")
+            raise _Invalid(
+                f"output {name!r} has dtype {getattr(array, 'dtype', '?')}; a numeric "
+                f"(bool, int or float) array is required"
+            )
         if array.dtype.kind == "f" and not np.isfinite(array).all():
             raise _Invalid(f"output {name!r} contains NaN or infinite values")
         if output_shapes is not None:
             expected = tuple(output_shapes[name])
             if len(expected) != array.ndim or any(
-                    e is not None and e != s for e, s in zip(expected, array.shape)):
+                e is not None and e != s for e, s in zip(expected, array.shape)
+            ):
                 shown = tuple("any" if e is None else e for e in expected)
                 raise _Invalid(f"output {name!r} has shape {array.shape}; expected {shown}")
         outputs[name] = array
@@ -243,13 +266,20 @@ def classify(
     Precedence: the host's own observations (deadline, OOM kill) first, then the harness status,
     and success only when the status says ok *and* every output validates.
     """
-    result = SandboxResult(ok=False, stdout_tail=tail(stdout, limits.log_bytes),
-                           stderr_tail=tail(stderr, limits.log_bytes),
-                           duration_s=duration_s, backend=backend)
+    result = SandboxResult(
+        ok=False,
+        stdout_tail=tail(stdout, limits.log_bytes),
+        stderr_tail=tail(stderr, limits.log_bytes),
+        duration_s=duration_s,
+        backend=backend,
+    )
     if timed_out or cpu_limited:
         result.category = FailureCategory.TIMEOUT
-        result.message = (f"timed out after {limits.wall_time_s:g} s" if timed_out else
-                          "CPU time limit reached (the code kept computing past the deadline)")
+        result.message = (
+            f"timed out after {limits.wall_time_s:g} s"
+            if timed_out
+            else "CPU time limit reached (the code kept computing past the deadline)"
+        )
         return result
     if memory_killed:
         result.category = FailureCategory.MEMORY_EXCEEDED
@@ -258,8 +288,9 @@ def classify(
     status = read_status(job.out_dir)
     if status is None:
         result.category = FailureCategory.EXCEPTION
-        result.message = f"the code ended the sandboxed process ({exit_description}) before " \
-                         f"its entry returned"
+        result.message = (
+            f"the code ended the sandboxed process ({exit_description}) before its entry returned"
+        )
         return result
     if status["category"] != "ok":
         result.category = _HARNESS_CATEGORIES[status["category"]]
@@ -280,5 +311,10 @@ def classify(
 
 def sandbox_error(message: str, *, backend: str, duration_s: float = 0.0) -> SandboxResult:
     """A failure of the sandbox machinery itself (not of the user's code)."""
-    return SandboxResult(ok=False, category=FailureCategory.SANDBOX_ERROR, message=message,
-                         duration_s=duration_s, backend=backend)
+    return SandboxResult(
+        ok=False,
+        category=FailureCategory.SANDBOX_ERROR,
+        message=message,
+        duration_s=duration_s,
+        backend=backend,
+    )

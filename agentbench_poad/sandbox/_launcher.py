@@ -36,8 +36,13 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                        ctypes.c_char_p]
+_libc.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_char_p,
+]
 
 
 def _fail(message: str) -> None:
@@ -46,8 +51,9 @@ def _fail(message: str) -> None:
     os._exit(120)
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int,
-           data: str | None = None) -> None:
+def _mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
     enc = [None if s is None else s.encode() for s in (source, target, fstype, data)]
     if _libc.mount(enc[0], enc[1], enc[2], flags, enc[3]) != 0:
         err = ctypes.get_errno()
@@ -75,8 +81,13 @@ def _hide(path: str, keep_fds: dict[str, int], *, size: str, mode: str, readonly
         os.makedirs(kept, mode=0o755, exist_ok=True)
         _bind(fd, kept, readonly=True)
     if readonly:
-        _mount(None, path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
-               f"size={size},mode={mode}")
+        _mount(
+            None,
+            path,
+            None,
+            MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+            f"size={size},mode={mode}",
+        )
 
 
 def main(config: dict) -> None:
@@ -99,8 +110,13 @@ def main(config: dict) -> None:
         _hide("/var/tmp", keep_fds, size="64k", mode="755", readonly=True)
         # POSIX semaphores / shared memory (multiprocessing, loky) need a writable /dev/shm;
         # small, since tmpfs pages are host RAM that no rlimit charges to the sandbox.
-        _hide("/dev/shm", keep_fds, size=f"{min(64, config['tmpfs_mb'])}m", mode="1777",
-              readonly=False)
+        _hide(
+            "/dev/shm",
+            keep_fds,
+            size=f"{min(64, config['tmpfs_mb'])}m",
+            mode="1777",
+            readonly=False,
+        )
         _hide("/tmp", keep_fds, size=f"{config['tmpfs_mb']}m", mode="1777", readonly=False)
         os.makedirs("/tmp/.sbx/in", mode=0o755)
         os.makedirs("/tmp/.sbx/out", mode=0o755)

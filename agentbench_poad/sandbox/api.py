@@ -54,8 +54,9 @@ class Limits:
         if self.log_bytes < 0:
             raise ValueError(f"Limits.log_bytes must be >= 0, got {self.log_bytes!r}")
         if self.pids < 8:
-            raise ValueError(f"Limits.pids must be at least 8 (Python itself needs a few), "
-                             f"got {self.pids}")
+            raise ValueError(
+                f"Limits.pids must be at least 8 (Python itself needs a few), got {self.pids}"
+            )
 
     @property
     def file_size_bytes(self) -> int:
@@ -122,8 +123,9 @@ def valid_name(name: str) -> bool:
     return bool(_NAME.match(name)) and not keyword.iskeyword(name)
 
 
-def check_call(source: object, entry: object, inputs: object,
-               output_shapes: OutputShapes | None) -> None:
+def check_call(
+    source: object, entry: object, inputs: object, output_shapes: OutputShapes | None
+) -> None:
     """Reject caller mistakes (these are bugs on the host side, not sandbox failures)."""
     import numpy as np
 
@@ -132,23 +134,31 @@ def check_call(source: object, entry: object, inputs: object,
     if not isinstance(entry, str) or not valid_name(entry):
         raise ValueError(f"entry must be a Python identifier, got {entry!r}")
     if not isinstance(inputs, Mapping):
-        raise TypeError(f"inputs must be a mapping of name -> numpy array, got "
-                        f"{type(inputs).__name__}")
+        raise TypeError(
+            f"inputs must be a mapping of name -> numpy array, got {type(inputs).__name__}"
+        )
     for name, array in inputs.items():
         if not isinstance(name, str) or not valid_name(name):
-            raise ValueError(f"input names must be Python identifiers (they become keyword "
-                             f"arguments), got {name!r}")
+            raise ValueError(
+                f"input names must be Python identifiers (they become keyword "
+                f"arguments), got {name!r}"
+            )
         if not isinstance(array, np.ndarray) or array.dtype.kind not in "biuf":
-            raise TypeError(f"input {name!r} must be a numeric numpy array (bool, int, uint or "
-                            f"float); convert it on the host first")
+            raise TypeError(
+                f"input {name!r} must be a numeric numpy array (bool, int, uint or "
+                f"float); convert it on the host first"
+            )
     if output_shapes is not None:
         if len(output_shapes) > MAX_OUTPUT_SLOTS:
-            raise ValueError(f"at most {MAX_OUTPUT_SLOTS} outputs per call, got "
-                             f"{len(output_shapes)}")
+            raise ValueError(
+                f"at most {MAX_OUTPUT_SLOTS} outputs per call, got {len(output_shapes)}"
+            )
         for name, shape in output_shapes.items():
             if not valid_name(name) or not all(d is None or isinstance(d, int) for d in shape):
-                raise ValueError(f"output_shapes must map identifiers to tuples of int | None, "
-                                 f"got {name!r}: {shape!r}")
+                raise ValueError(
+                    f"output_shapes must map identifiers to tuples of int | None, "
+                    f"got {name!r}: {shape!r}"
+                )
 
 
 class Backend(abc.ABC):
@@ -178,8 +188,14 @@ class Backend(abc.ABC):
             return self._run(source, entry, inputs, limits, output_shapes)
 
     @abc.abstractmethod
-    def _run(self, source: str, entry: str, inputs: Mapping[str, np.ndarray], limits: Limits,
-             output_shapes: OutputShapes | None) -> SandboxResult:
+    def _run(
+        self,
+        source: str,
+        entry: str,
+        inputs: Mapping[str, np.ndarray],
+        limits: Limits,
+        output_shapes: OutputShapes | None,
+    ) -> SandboxResult:
         """Backend-specific run; arguments are already checked."""
 
     def close(self) -> None:  # noqa: B027 - optional hook: most backends hold nothing

@@ -32,8 +32,9 @@ def concurrency_limit() -> int:
         try:
             value = int(raw)
         except ValueError:
-            raise ValueError(f"{CONCURRENCY_ENV_VAR} must be a positive integer, "
-                             f"got {raw!r}") from None
+            raise ValueError(
+                f"{CONCURRENCY_ENV_VAR} must be a positive integer, got {raw!r}"
+            ) from None
         if value < 1:
             raise ValueError(f"{CONCURRENCY_ENV_VAR} must be >= 1, got {value}")
         return value
@@ -56,8 +57,10 @@ class MachineSlots:
             raise ValueError(f"MachineSlots needs n >= 1, got {n}")
         self.n = int(n)
         if directory is None:
-            directory = os.environ.get(SLOTS_DIR_ENV_VAR, "").strip() or Path(
-                tempfile.gettempdir()) / f"agentbench-poad-sandbox-slots-{os.getuid()}"
+            directory = (
+                os.environ.get(SLOTS_DIR_ENV_VAR, "").strip()
+                or Path(tempfile.gettempdir()) / f"agentbench-poad-sandbox-slots-{os.getuid()}"
+            )
         self.directory = Path(directory)
 
     def try_acquire(self) -> int | None:

@@ -51,9 +51,19 @@ LABEL = "agentbench-poad.sandbox"
 OWNER_LABEL = "agentbench-poad.owner"
 IN_DIR, OUT_DIR = "/sbx/in", "/sbx/out"
 #: Modules a warm-pool harness imports before it waits for work.
-POOL_PREIMPORT = ("numpy", "pandas", "sklearn", "sklearn.base", "sklearn.ensemble",
-                  "sklearn.linear_model", "sklearn.preprocessing", "sklearn.pipeline",
-                  "sklearn.model_selection", "sklearn.tree", "sklearn.impute")
+POOL_PREIMPORT = (
+    "numpy",
+    "pandas",
+    "sklearn",
+    "sklearn.base",
+    "sklearn.ensemble",
+    "sklearn.linear_model",
+    "sklearn.preprocessing",
+    "sklearn.pipeline",
+    "sklearn.model_selection",
+    "sklearn.tree",
+    "sklearn.impute",
+)
 #: Output files pre-created in a pool container's job (calls needing more get a fresh one).
 POOL_SLOTS = 16
 
@@ -91,7 +101,8 @@ def _connect(timeout: int = 60):
     except Exception as exc:  # noqa: BLE001 - any failure means "no engine"
         raise SandboxUnavailable(
             f"no Docker engine answers ({type(exc).__name__}: {str(exc)[:120]}); start the "
-            f"engine (dockerd / systemctl start docker) or use backend='process'") from None
+            f"engine (dockerd / systemctl start docker) or use backend='process'"
+        ) from None
     return client
 
 
@@ -108,8 +119,10 @@ def docker_usable(image: str | None = None) -> tuple[bool, str]:
         version = client.version().get("Version", "?")
         client.images.get(tag)
     except docker.errors.ImageNotFound:
-        return False, (f"the engine answers but the image {tag} is missing; build it with "
-                       f"`agentbench-poad sandbox build`")
+        return False, (
+            f"the engine answers but the image {tag} is missing; build it with "
+            f"`agentbench-poad sandbox build`"
+        )
     except Exception as exc:  # noqa: BLE001
         return False, f"the engine answered but failed: {type(exc).__name__}: {exc}"
     finally:
@@ -130,8 +143,9 @@ def _remove(container) -> None:
             return
         except docker.errors.APIError as exc:  # 409 "removal in progress", transient 500s
             if attempt == 4:
-                raise SandboxUnavailable(f"cannot remove container {container.name}: {exc}"
-                                         ) from None
+                raise SandboxUnavailable(
+                    f"cannot remove container {container.name}: {exc}"
+                ) from None
             time.sleep(0.2 * (attempt + 1))
 
 
@@ -203,13 +217,17 @@ class DockerBackend(Backend):
         try:
             self.client.images.get(self.image)
         except docker.errors.ImageNotFound:
-            raise SandboxUnavailable(f"the sandbox image {self.image} is missing; build it with "
-                                     f"`agentbench-poad sandbox build`") from None
+            raise SandboxUnavailable(
+                f"the sandbox image {self.image} is missing; build it with "
+                f"`agentbench-poad sandbox build`"
+            ) from None
         sweep(self.client)
         _register_atexit()
-        self.isolation = ("docker: no network, read-only root, uid 65534, all capabilities "
-                          "dropped, no-new-privileges, default seccomp, memory/CPU/pids limits"
-                          + (f", runtime {runtime}" if runtime else ""))
+        self.isolation = (
+            "docker: no network, read-only root, uid 65534, all capabilities "
+            "dropped, no-new-privileges, default seccomp, memory/CPU/pids limits"
+            + (f", runtime {runtime}" if runtime else "")
+        )
 
     # -- container plumbing -------------------------------------------------------------
 
@@ -236,12 +254,16 @@ class DockerBackend(Backend):
             init=True,
             ipc_mode="private",
             shm_size=f"{min(limits.tmpfs_mb, 256)}m",
-            ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize),
-                     Ulimit(name="nofile", soft=256, hard=256),
-                     Ulimit(name="core", soft=0, hard=0)],
+            ulimits=[
+                Ulimit(name="fsize", soft=fsize, hard=fsize),
+                Ulimit(name="nofile", soft=256, hard=256),
+                Ulimit(name="core", soft=0, hard=0),
+            ],
             environment=sandbox_env(limits, "/tmp"),
-            volumes={str(job.in_dir): {"bind": IN_DIR, "mode": "ro"},
-                     str(job.out_dir): {"bind": OUT_DIR, "mode": "rw"}},
+            volumes={
+                str(job.in_dir): {"bind": IN_DIR, "mode": "ro"},
+                str(job.out_dir): {"bind": OUT_DIR, "mode": "rw"},
+            },
             working_dir="/tmp",
             hostname="sandbox",
             labels={LABEL: "1", OWNER_LABEL: owner_id()},
@@ -253,11 +275,28 @@ class DockerBackend(Backend):
     @staticmethod
     def _harness_command(backstop_s: float, extra: list[str] | None = None) -> list[str]:
         # `timeout` is a backstop for a host that died mid-run; the host's deadline comes first.
-        return ["timeout", "-s", "KILL", str(int(backstop_s) + 1), "python3", "-I", "-B",
-                f"{IN_DIR}/harness.py", IN_DIR, OUT_DIR, *(extra or [])]
+        return [
+            "timeout",
+            "-s",
+            "KILL",
+            str(int(backstop_s) + 1),
+            "python3",
+            "-I",
+            "-B",
+            f"{IN_DIR}/harness.py",
+            IN_DIR,
+            OUT_DIR,
+            *(extra or []),
+        ]
 
-    def _finish(self, container, job: JobDir, limits: Limits,
-                output_shapes: OutputShapes | None, started: float) -> SandboxResult:
+    def _finish(
+        self,
+        container,
+        job: JobDir,
+        limits: Limits,
+        output_shapes: OutputShapes | None,
+        started: float,
+    ) -> SandboxResult:
         """Wait for the deadline, kill, collect logs and state, validate."""
         import requests
 
@@ -285,12 +324,27 @@ class DockerBackend(Backend):
             oom_killed, code = bool(state.get("OOMKilled")), state.get("ExitCode")
         stdout = container.logs(stdout=True, stderr=False, tail=5000)
         stderr = container.logs(stdout=False, stderr=True, tail=5000)
-        return classify(job, limits=limits, output_shapes=output_shapes, backend=self.name,
-                        duration_s=duration, stdout=stdout, stderr=stderr, timed_out=timed_out,
-                        memory_killed=oom_killed, exit_description=f"exit status {code}")
+        return classify(
+            job,
+            limits=limits,
+            output_shapes=output_shapes,
+            backend=self.name,
+            duration_s=duration,
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=timed_out,
+            memory_killed=oom_killed,
+            exit_description=f"exit status {code}",
+        )
 
-    def _run(self, source: str, entry: str, inputs: Mapping[str, np.ndarray], limits: Limits,
-             output_shapes: OutputShapes | None) -> SandboxResult:
+    def _run(
+        self,
+        source: str,
+        entry: str,
+        inputs: Mapping[str, np.ndarray],
+        limits: Limits,
+        output_shapes: OutputShapes | None,
+    ) -> SandboxResult:
         import docker
 
         started = time.monotonic()
@@ -303,8 +357,11 @@ class DockerBackend(Backend):
             container.start()
             return self._finish(container, job, limits, output_shapes, started)
         except docker.errors.DockerException as exc:
-            return sandbox_error(f"docker: {type(exc).__name__}: {str(exc)[:300]}",
-                                 backend=self.name, duration_s=time.monotonic() - started)
+            return sandbox_error(
+                f"docker: {type(exc).__name__}: {str(exc)[:300]}",
+                backend=self.name,
+                duration_s=time.monotonic() - started,
+            )
         finally:
             try:
                 _remove(container)
@@ -341,8 +398,15 @@ class DockerPool(DockerBackend):
         runtime: Container runtime (e.g. ``"runsc"``).
     """
 
-    def __init__(self, pool_size: int, *, limits: Limits | None = None, image: str | None = None,
-                 idle_s: float = 300.0, runtime: str | None = None):
+    def __init__(
+        self,
+        pool_size: int,
+        *,
+        limits: Limits | None = None,
+        image: str | None = None,
+        idle_s: float = 300.0,
+        runtime: str | None = None,
+    ):
         if pool_size < 1:
             raise ValueError(f"pool_size must be >= 1, got {pool_size}")
         if idle_s < 2:
@@ -358,8 +422,7 @@ class DockerPool(DockerBackend):
         self._closed = threading.Event()
         self._refill_client = _connect()
         self._errors = 0
-        self._thread = threading.Thread(target=self._refill, name="abp-sandbox-pool",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._refill, name="abp-sandbox-pool", daemon=True)
         self._thread.start()
 
     def _spawn(self) -> _Warm:
@@ -368,7 +431,8 @@ class DockerPool(DockerBackend):
         try:
             command = self._harness_command(
                 self.idle_s + self.pool_limits.wall_time_s + 10,
-                ["--wait-go", str(self.idle_s), "--preimport", ",".join(POOL_PREIMPORT)])
+                ["--wait-go", str(self.idle_s), "--preimport", ",".join(POOL_PREIMPORT)],
+            )
             container = self._create(job, self.pool_limits, command, client=self._refill_client)
             container.start()
         except BaseException:
@@ -392,14 +456,21 @@ class DockerPool(DockerBackend):
             except Exception:  # noqa: BLE001 - retry with backoff; runs fall back meanwhile
                 self._wanted.release()
                 self._errors += 1
-                self._closed.wait(min(30.0, 0.5 * 2 ** self._errors))
+                self._closed.wait(min(30.0, 0.5 * 2**self._errors))
 
     def _compatible(self, limits: Limits) -> bool:
         pool = self.pool_limits
         same_container = (limits.memory_mb, limits.cpus, limits.pids, limits.tmpfs_mb) == (
-            pool.memory_mb, pool.cpus, pool.pids, pool.tmpfs_mb)
-        return (same_container and limits.output_mb <= pool.output_mb
-                and limits.wall_time_s <= pool.wall_time_s)
+            pool.memory_mb,
+            pool.cpus,
+            pool.pids,
+            pool.tmpfs_mb,
+        )
+        return (
+            same_container
+            and limits.output_mb <= pool.output_mb
+            and limits.wall_time_s <= pool.wall_time_s
+        )
 
     def wait_ready(self, count: int = 1, timeout: float = 60.0) -> bool:
         """Block until ``count`` containers are ready (or ``timeout``); True when they are."""
@@ -452,8 +523,14 @@ class DockerPool(DockerBackend):
             if not self._closed.is_set():
                 self._wanted.release()
 
-    def _run(self, source: str, entry: str, inputs: Mapping[str, np.ndarray], limits: Limits,
-             output_shapes: OutputShapes | None) -> SandboxResult:
+    def _run(
+        self,
+        source: str,
+        entry: str,
+        inputs: Mapping[str, np.ndarray],
+        limits: Limits,
+        output_shapes: OutputShapes | None,
+    ) -> SandboxResult:
         import docker
 
         usable = self._compatible(limits) and slots_for(output_shapes) <= POOL_SLOTS
@@ -467,8 +544,11 @@ class DockerPool(DockerBackend):
             started = time.monotonic()
             return self._finish(warm.container, warm.job, limits, output_shapes, started)
         except docker.errors.DockerException as exc:
-            return sandbox_error(f"docker: {type(exc).__name__}: {str(exc)[:300]}",
-                                 backend=self.name, duration_s=time.monotonic() - started)
+            return sandbox_error(
+                f"docker: {type(exc).__name__}: {str(exc)[:300]}",
+                backend=self.name,
+                duration_s=time.monotonic() - started,
+            )
         finally:
             # Single use, whatever happened. It has exited or was killed in _finish; the refill
             # thread removes it, off the caller's critical path.

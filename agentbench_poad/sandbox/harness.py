@@ -104,9 +104,16 @@ def main(argv: list[str]) -> int:
         message = _one_line(exc)
         if isinstance(exc, SyntaxError) and exc.lineno:
             message = f"{type(exc).__name__}: {exc.msg} (line {exc.lineno})"
-        _write_status(out_dir, {"category": "syntax_error", "message": message,
-                                "traceback": "".join(traceback.format_exception_only(
-                                    type(exc), exc))[-MAX_TRACEBACK:]})
+        _write_status(
+            out_dir,
+            {
+                "category": "syntax_error",
+                "message": message,
+                "traceback": "".join(traceback.format_exception_only(type(exc), exc))[
+                    -MAX_TRACEBACK:
+                ],
+            },
+        )
         return 0
 
     import types
@@ -118,19 +125,31 @@ def main(argv: list[str]) -> int:
         exec(code, module.__dict__)
         function = module.__dict__.get(entry)
         if not callable(function):
-            _write_status(out_dir, {
-                "category": "exception",
-                "message": f"NameError: the code defines no function named {entry!r}",
-                "traceback": ""})
+            _write_status(
+                out_dir,
+                {
+                    "category": "exception",
+                    "message": f"NameError: the code defines no function named {entry!r}",
+                    "traceback": "",
+                },
+            )
             return 0
         returned = function(**inputs)
     except MemoryError as exc:
-        _write_status(out_dir, {"category": "memory_exceeded", "message": _one_line(exc),
-                                "traceback": _user_traceback(exc)})
+        _write_status(
+            out_dir,
+            {
+                "category": "memory_exceeded",
+                "message": _one_line(exc),
+                "traceback": _user_traceback(exc),
+            },
+        )
         return 0
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from user code too
-        _write_status(out_dir, {"category": "exception", "message": _one_line(exc),
-                                "traceback": _user_traceback(exc)})
+        _write_status(
+            out_dir,
+            {"category": "exception", "message": _one_line(exc), "traceback": _user_traceback(exc)},
+        )
         return 0
 
     if isinstance(returned, np.ndarray):
@@ -138,32 +157,52 @@ def main(argv: list[str]) -> int:
     elif isinstance(returned, dict) and all(isinstance(k, str) for k in returned):
         outputs = dict(returned)
     else:
-        _write_status(out_dir, {
-            "category": "output_invalid",
-            "message": f"{entry} returned {type(returned).__name__}; expected a numpy array "
-                       f"or a dict of name -> numpy array", "traceback": ""})
+        _write_status(
+            out_dir,
+            {
+                "category": "output_invalid",
+                "message": f"{entry} returned {type(returned).__name__}; expected a numpy array "
+                f"or a dict of name -> numpy array",
+                "traceback": "",
+            },
+        )
         return 0
     if len(outputs) > slots:
-        _write_status(out_dir, {"category": "output_invalid",
-                                "message": f"{entry} returned {len(outputs)} outputs; at most "
-                                           f"{slots} are allowed", "traceback": ""})
+        _write_status(
+            out_dir,
+            {
+                "category": "output_invalid",
+                "message": f"{entry} returned {len(outputs)} outputs; at most {slots} are allowed",
+                "traceback": "",
+            },
+        )
         return 0
     names = []
     for index, (name, array) in enumerate(outputs.items()):
         if not isinstance(array, np.ndarray):
-            _write_status(out_dir, {"category": "output_invalid",
-                                    "message": f"output {name[:50]!r} is a "
-                                               f"{type(array).__name__}, not a numpy array",
-                                    "traceback": ""})
+            _write_status(
+                out_dir,
+                {
+                    "category": "output_invalid",
+                    "message": f"output {name[:50]!r} is a "
+                    f"{type(array).__name__}, not a numpy array",
+                    "traceback": "",
+                },
+            )
             return 0
         try:
             with open(os.path.join(out_dir, f"slot_{index}.npy"), "wb") as f:
                 np.save(f, array, allow_pickle=False)
         except (ValueError, OSError) as exc:  # object dtype; file size limit (EFBIG)
-            _write_status(out_dir, {"category": "output_invalid",
-                                    "message": f"output {name[:50]!r} could not be written as "
-                                               f"a plain .npy: {_one_line(exc)}",
-                                    "traceback": ""})
+            _write_status(
+                out_dir,
+                {
+                    "category": "output_invalid",
+                    "message": f"output {name[:50]!r} could not be written as "
+                    f"a plain .npy: {_one_line(exc)}",
+                    "traceback": "",
+                },
+            )
             return 0
         names.append(name)
     _write_status(out_dir, {"category": "ok", "message": "", "traceback": "", "outputs": names})

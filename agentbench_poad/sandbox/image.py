@@ -140,11 +140,14 @@ def _build_online(client, tag: str, mirror: str, progress: Progress) -> None:
         tar.addfile(info, io.BytesIO(data))
     context.seek(0)
     progress(f"building {tag} from python:3.11-slim (pip install {' '.join(PIP_PACKAGES)})")
-    for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True,
-                                  pull=True, decode=True):
+    for chunk in client.api.build(
+        fileobj=context, custom_context=True, tag=tag, rm=True, pull=True, decode=True
+    ):
         if "error" in chunk:
-            raise SandboxUnavailable(f"docker build failed: {chunk['error'].strip()}; try "
-                                     f"`agentbench-poad sandbox build --offline`")
+            raise SandboxUnavailable(
+                f"docker build failed: {chunk['error'].strip()}; try "
+                f"`agentbench-poad sandbox build --offline`"
+            )
         line = (chunk.get("stream") or chunk.get("status") or "").strip()
         if line:
             progress(line)
@@ -153,23 +156,43 @@ def _build_online(client, tag: str, mirror: str, progress: Progress) -> None:
 def _build_offline(client, tag: str, mirror: str, progress: Progress) -> None:
     debootstrap = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin")
     if debootstrap is None:
-        raise SandboxUnavailable("the offline build needs debootstrap (Debian/Ubuntu: apt-get "
-                                 "install debootstrap), or use --online where a registry answers")
+        raise SandboxUnavailable(
+            "the offline build needs debootstrap (Debian/Ubuntu: apt-get "
+            "install debootstrap), or use --online where a registry answers"
+        )
     if os.geteuid() != 0:
-        raise SandboxUnavailable("the offline build runs debootstrap, which needs root: run "
-                                 "`sudo agentbench-poad sandbox build --offline`, or --online")
+        raise SandboxUnavailable(
+            "the offline build runs debootstrap, which needs root: run "
+            "`sudo agentbench-poad sandbox build --offline`, or --online"
+        )
     work = tempfile.mkdtemp(prefix="abp-image-")
     try:
         rootfs = os.path.join(work, "rootfs")
-        progress(f"debootstrap {DEBIAN_SUITE} (minbase + {', '.join(DEBIAN_PACKAGES)}) from "
-                 f"{mirror}; this takes a minute or two")
+        progress(
+            f"debootstrap {DEBIAN_SUITE} (minbase + {', '.join(DEBIAN_PACKAGES)}) from "
+            f"{mirror}; this takes a minute or two"
+        )
         proc = subprocess.Popen(
-            [debootstrap, "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}",
-             DEBIAN_SUITE, rootfs, mirror],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [
+                debootstrap,
+                "--variant=minbase",
+                f"--include={','.join(DEBIAN_PACKAGES)}",
+                DEBIAN_SUITE,
+                rootfs,
+                mirror,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         last: list[str] = []
-        per_package = ("I: Retrieving", "I: Validating", "I: Extracting", "I: Unpacking",
-                       "I: Configuring")
+        per_package = (
+            "I: Retrieving",
+            "I: Validating",
+            "I: Extracting",
+            "I: Unpacking",
+            "I: Configuring",
+        )
         counts = dict.fromkeys(per_package, 0)
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -185,8 +208,10 @@ def _build_offline(client, tag: str, mirror: str, progress: Progress) -> None:
             if counts[kind] % 25 == 1:
                 progress(f"{kind[3:].lower()} packages: {counts[kind]} ({line[3:].strip()})")
         if proc.wait() != 0:
-            raise SandboxUnavailable("debootstrap failed (is the Debian mirror reachable? set "
-                                     "AGENTBENCH_DEBIAN_MIRROR):\n" + "\n".join(last))
+            raise SandboxUnavailable(
+                "debootstrap failed (is the Debian mirror reachable? set "
+                "AGENTBENCH_DEBIAN_MIRROR):\n" + "\n".join(last)
+            )
         # Caches only make the image bigger; /sbx/* are the mount points of every run.
         for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(os.path.join(rootfs, sub), ignore_errors=True)
@@ -195,22 +220,28 @@ def _build_offline(client, tag: str, mirror: str, progress: Progress) -> None:
             os.makedirs(os.path.join(rootfs, sub), mode=0o755, exist_ok=True)
         archive = os.path.join(work, "rootfs.tar")
         progress("packing the root file system")
-        subprocess.run(["tar", "-C", rootfs, "--numeric-owner", "-cf", archive, "."],
-                       check=True)
+        subprocess.run(["tar", "-C", rootfs, "--numeric-owner", "-cf", archive, "."], check=True)
         progress(f"docker import -> {tag}")
         repository, _, version = tag.rpartition(":")
-        client.api.import_image_from_file(archive, repository=repository or tag,
-                                          tag=version if repository else None, changes=_CHANGES)
+        client.api.import_image_from_file(
+            archive,
+            repository=repository or tag,
+            tag=version if repository else None,
+            changes=_CHANGES,
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def _smoke_test(client, tag: str, progress: Progress) -> None:
     progress("checking the image (python3, numpy, pandas, sklearn)")
-    check = ("import numpy, pandas, sklearn; print(f'numpy {numpy.__version__}, pandas "
-             "{pandas.__version__}, scikit-learn {sklearn.__version__}')")
-    container = client.containers.create(tag, ["python3", "-I", "-c", check], network_mode="none",
-                                         labels={IMAGE_LABEL: "smoke-test"})
+    check = (
+        "import numpy, pandas, sklearn; print(f'numpy {numpy.__version__}, pandas "
+        "{pandas.__version__}, scikit-learn {sklearn.__version__}')"
+    )
+    container = client.containers.create(
+        tag, ["python3", "-I", "-c", check], network_mode="none", labels={IMAGE_LABEL: "smoke-test"}
+    )
     try:
         container.start()
         code = container.wait(timeout=120).get("StatusCode")
@@ -218,6 +249,7 @@ def _smoke_test(client, tag: str, progress: Progress) -> None:
     finally:
         container.remove(force=True)
     if code != 0:
-        raise SandboxUnavailable(f"the built image {tag} cannot import numpy/pandas/sklearn: "
-                                 f"{logs[-500:]}")
+        raise SandboxUnavailable(
+            f"the built image {tag} cannot import numpy/pandas/sklearn: {logs[-500:]}"
+        )
     progress(f"ok: {tag} ({logs})")

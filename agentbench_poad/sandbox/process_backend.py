@@ -88,8 +88,16 @@ def probe_namespaces() -> tuple[str, str]:
     if tool is None:
         return "none", "util-linux `unshare` is not installed"
     if os.geteuid() == 0:
-        args = [tool, "--mount", *_NS_ARGS, "--setgid", str(SANDBOX_UID),
-                "--setuid", str(SANDBOX_UID), "true"]
+        args = [
+            tool,
+            "--mount",
+            *_NS_ARGS,
+            "--setgid",
+            str(SANDBOX_UID),
+            "--setuid",
+            str(SANDBOX_UID),
+            "true",
+        ]
         mode = "root"
     else:
         args = [tool, "--user", "--map-root-user", *_NS_ARGS, "true"]
@@ -106,8 +114,14 @@ def probe_namespaces() -> tuple[str, str]:
 
 def _keep_paths() -> list[str]:
     """Directories the interpreter needs, re-bound read-only where a hidden path covers them."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable)), *_site_dirs()}
+    paths = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        *_site_dirs(),
+    }
     out = set()
     for p in paths:
         out.add(os.path.realpath(p))
@@ -121,8 +135,21 @@ def _site_dirs() -> list[str]:
 
 
 #: Never hidden even when they are the working directory: the interpreter needs them.
-_SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev",
-                "/sys", "/opt", "/var/lib", "/tmp")
+_SYSTEM_DIRS = (
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/bin",
+    "/sbin",
+    "/etc",
+    "/proc",
+    "/dev",
+    "/sys",
+    "/opt",
+    "/var/lib",
+    "/tmp",
+)
 
 
 def _hidden_paths() -> list[str]:
@@ -131,8 +158,11 @@ def _hidden_paths() -> list[str]:
         hide.add(str(_PKG_ROOT))
     cwd = os.path.realpath(os.getcwd())
     system = any(cwd == d or cwd.startswith(d + "/") for d in _SYSTEM_DIRS)
-    if cwd != "/" and not system and not any(
-            cwd == k or k.startswith(cwd + "/") for k in _keep_paths()):
+    if (
+        cwd != "/"
+        and not system
+        and not any(cwd == k or k.startswith(cwd + "/") for k in _keep_paths())
+    ):
         hide.add(cwd)  # the host's project directory, typically
     return sorted(os.path.realpath(p) for p in hide if p and os.path.isdir(p) and p != "/")
 
@@ -177,7 +207,7 @@ class _TailReader(threading.Thread):
             pass
 
     def data(self) -> bytes:
-        return b"".join(self.chunks)[-self.limit:]
+        return b"".join(self.chunks)[-self.limit :]
 
 
 class ProcessBackend(Backend):
@@ -200,24 +230,32 @@ class ProcessBackend(Backend):
         self.python = python or sys.executable
         self.mode, why = probe_namespaces()
         if require_namespaces and self.mode == "none":
-            raise SandboxUnavailable(f"no namespaces for the process sandbox here ({why}); run "
-                                     f"as root, enable unprivileged user namespaces, or use "
-                                     f"Docker")
+            raise SandboxUnavailable(
+                f"no namespaces for the process sandbox here ({why}); run "
+                f"as root, enable unprivileged user namespaces, or use "
+                f"Docker"
+            )
         self.root = os.geteuid() == 0
         if self.mode == "root":
-            self.isolation = ("process (weaker than docker): uid 65534, new mount/PID/network "
-                              "namespaces via unshare, host home and sources hidden, rlimits, "
-                              "scrubbed environment; memory capped by address space, no cgroup")
+            self.isolation = (
+                "process (weaker than docker): uid 65534, new mount/PID/network "
+                "namespaces via unshare, host home and sources hidden, rlimits, "
+                "scrubbed environment; memory capped by address space, no cgroup"
+            )
         elif self.mode == "user":
-            self.isolation = ("process (weaker than docker): NOT root, so runs as the current "
-                              "user in user/PID/network namespaces via unshare with rlimits and a "
-                              "scrubbed environment; host files readable by this user stay "
-                              "readable")
+            self.isolation = (
+                "process (weaker than docker): NOT root, so runs as the current "
+                "user in user/PID/network namespaces via unshare with rlimits and a "
+                "scrubbed environment; host files readable by this user stay "
+                "readable"
+            )
         else:
             who = "uid 65534" if self.root else "the current user (not root: cannot drop uid)"
-            self.isolation = (f"process (weakest): runs as {who} with rlimits, a scrubbed "
-                              f"environment and a temporary working directory; NO network or "
-                              f"PID namespace ({why})")
+            self.isolation = (
+                f"process (weakest): runs as {who} with rlimits, a scrubbed "
+                f"environment and a temporary working directory; NO network or "
+                f"PID namespace ({why})"
+            )
 
     def _rlimits(self, limits: Limits) -> dict[str, tuple[int, int]]:
         memory = limits.memory_mb * 2**20
@@ -242,11 +280,24 @@ class ProcessBackend(Backend):
         tool = _unshare_bin()
         if self.mode == "root":
             in_dir, out_dir, home = "/tmp/.sbx/in", "/tmp/.sbx/out", "/tmp/work"
-            prefix = [tool, *_NS_ARGS, "--setgid", str(SANDBOX_UID), "--setuid",
-                      str(SANDBOX_UID), "--"]
-            config = {"namespaces": True, "keep": _keep_paths(), "hide": _hidden_paths(),
-                      "tmpfs_mb": limits.tmpfs_mb, "uid": SANDBOX_UID,
-                      "job_in": str(job.in_dir), "job_out": str(job.out_dir)}
+            prefix = [
+                tool,
+                *_NS_ARGS,
+                "--setgid",
+                str(SANDBOX_UID),
+                "--setuid",
+                str(SANDBOX_UID),
+                "--",
+            ]
+            config = {
+                "namespaces": True,
+                "keep": _keep_paths(),
+                "hide": _hidden_paths(),
+                "tmpfs_mb": limits.tmpfs_mb,
+                "uid": SANDBOX_UID,
+                "job_in": str(job.in_dir),
+                "job_out": str(job.out_dir),
+            }
         else:
             in_dir, out_dir = str(job.in_dir), str(job.out_dir)
             home = str(job.root / "work")
@@ -266,31 +317,41 @@ class ProcessBackend(Backend):
         if backstop:
             prefix += [backstop, "-s", "KILL", str(int(limits.wall_time_s) + 10)]
         command = [*prefix, self.python, *harness, f"{in_dir}/harness.py", in_dir, out_dir]
-        config.update(command=command, env=sandbox_env(limits, home),
-                      rlimits=self._rlimits(limits))
+        config.update(command=command, env=sandbox_env(limits, home), rlimits=self._rlimits(limits))
         return command, config
 
-    def _run(self, source: str, entry: str, inputs: Mapping[str, np.ndarray], limits: Limits,
-             output_shapes: OutputShapes | None) -> SandboxResult:
+    def _run(
+        self,
+        source: str,
+        entry: str,
+        inputs: Mapping[str, np.ndarray],
+        limits: Limits,
+        output_shapes: OutputShapes | None,
+    ) -> SandboxResult:
         import json
 
         start = time.monotonic()
-        job = JobDir(sandbox_uid=SANDBOX_UID if self.root else None,
-                     slots=slots_for(output_shapes))
+        job = JobDir(sandbox_uid=SANDBOX_UID if self.root else None, slots=slots_for(output_shapes))
         try:
             job.write_job(source, entry, inputs, {"sys_path": _site_dirs()})
             _, config = self._command(job, limits)
             try:
                 proc = subprocess.Popen(
                     [sys.executable, "-I", "-S", "-B", str(_LAUNCHER), json.dumps(config)],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    close_fds=True, start_new_session=True, env=config["env"],
-                    cwd=tempfile.gettempdir())
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    close_fds=True,
+                    start_new_session=True,
+                    env=config["env"],
+                    cwd=tempfile.gettempdir(),
+                )
             except OSError as exc:
-                return sandbox_error(f"cannot start the sandbox process: {exc}",
-                                     backend=self.name)
-            readers = [_TailReader(proc.stdout, limits.log_bytes),
-                       _TailReader(proc.stderr, max(limits.log_bytes, 4096))]
+                return sandbox_error(f"cannot start the sandbox process: {exc}", backend=self.name)
+            readers = [
+                _TailReader(proc.stdout, limits.log_bytes),
+                _TailReader(proc.stderr, max(limits.log_bytes, 4096)),
+            ]
             for r in readers:
                 r.start()
             timed_out = False
@@ -305,16 +366,22 @@ class ProcessBackend(Backend):
             stderr = readers[1].data()
             if proc.returncode == 120 and b"sandbox launcher:" in stderr:
                 line = stderr.decode(errors="replace").strip().splitlines()[-1]
-                return sandbox_error(line, backend=self.name,
-                                     duration_s=time.monotonic() - start)
+                return sandbox_error(line, backend=self.name, duration_s=time.monotonic() - start)
             rc = proc.returncode
             cpu_limited = not timed_out and rc in (-signal.SIGXCPU, 128 + signal.SIGXCPU)
             return classify(
-                job, limits=limits, output_shapes=output_shapes, backend=self.name,
-                duration_s=time.monotonic() - start, stdout=readers[0].data(),
-                stderr=stderr[-limits.log_bytes:] if limits.log_bytes else b"",
-                timed_out=timed_out, memory_killed=False, cpu_limited=cpu_limited,
-                exit_description=_describe_exit(rc))
+                job,
+                limits=limits,
+                output_shapes=output_shapes,
+                backend=self.name,
+                duration_s=time.monotonic() - start,
+                stdout=readers[0].data(),
+                stderr=stderr[-limits.log_bytes :] if limits.log_bytes else b"",
+                timed_out=timed_out,
+                memory_killed=False,
+                cpu_limited=cpu_limited,
+                exit_description=_describe_exit(rc),
+            )
         finally:
             job.cleanup()
 

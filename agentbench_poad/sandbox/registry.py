@@ -35,8 +35,9 @@ def _process(pool_size: int = 0, **kwargs: Any) -> Backend:
     from agentbench_poad.sandbox.process_backend import ProcessBackend
 
     if pool_size:
-        raise ValueError("the process backend has no warm pool; use pool_size=0 or "
-                         "backend='docker'")
+        raise ValueError(
+            "the process backend has no warm pool; use pool_size=0 or backend='docker'"
+        )
     kwargs.pop("limits", None)
     return ProcessBackend(**kwargs)
 
@@ -68,8 +69,11 @@ def _auto(pool_size: int = 0, **kwargs: Any) -> Backend:
 
 
 #: Backend factories by name; ``auto`` picks docker when the engine answers and the image exists.
-BACKENDS: dict[str, Callable[..., Backend]] = {"auto": _auto, "docker": _docker,
-                                               "process": _process}
+BACKENDS: dict[str, Callable[..., Backend]] = {
+    "auto": _auto,
+    "docker": _docker,
+    "process": _process,
+}
 
 
 def get_backend(name: str = "auto", pool_size: int = 0, **kwargs: Any) -> Backend:
@@ -90,8 +94,9 @@ def get_backend(name: str = "auto", pool_size: int = 0, **kwargs: Any) -> Backen
     try:
         factory = BACKENDS[name]
     except KeyError:
-        raise ValueError(f"unknown sandbox backend {name!r}; choose one of "
-                         f"{sorted(BACKENDS)}") from None
+        raise ValueError(
+            f"unknown sandbox backend {name!r}; choose one of {sorted(BACKENDS)}"
+        ) from None
     if pool_size < 0:
         raise ValueError(f"pool_size must be >= 0, got {pool_size}")
     return factory(pool_size, **kwargs)
@@ -174,8 +179,11 @@ def sandbox_status(image: str | None = None) -> SandboxStatus:
     status = SandboxStatus(docker={"usable": usable, "why": why, "image": tag})
     try:
         process = _process()
-        status["process"] = {"usable": True, "why": f"namespaces: {process.mode}",
-                             "isolation": process.isolation}
+        status["process"] = {
+            "usable": True,
+            "why": f"namespaces: {process.mode}",
+            "isolation": process.isolation,
+        }
     except SandboxUnavailable as exc:  # pragma: no cover - depends on the machine
         status["process"] = {"usable": False, "why": str(exc), "isolation": ""}
     status["auto"] = "docker" if usable else "process"

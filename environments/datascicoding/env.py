@@ -136,7 +136,9 @@ class DataSciCodingEnv(TextEnv):
         render_mode: str | None = None,
     ) -> None:
         if prompt_format not in PROMPT_FORMATS:
-            raise ValueError(f"prompt_format must be one of {PROMPT_FORMATS}, got {prompt_format!r}")
+            raise ValueError(
+                f"prompt_format must be one of {PROMPT_FORMATS}, got {prompt_format!r}"
+            )
         if protocol not in ("paper", "holdout"):
             raise ValueError(f"protocol must be 'paper' or 'holdout', got {protocol!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -178,10 +180,15 @@ class DataSciCodingEnv(TextEnv):
         if self._grader is None:
             data = self.dataset
             self._grader = Grader(
-                data.X, data.y, data.n_classes, sandbox=self.sandbox,
+                data.X,
+                data.y,
+                data.n_classes,
+                sandbox=self.sandbox,
                 limits=self.limits if self.limits is not None else _default_limits(),
-                banned=self.banned, protocol=self.protocol,
-                holdout_fraction=self.holdout_fraction, holdout_seed=self.holdout_seed,
+                banned=self.banned,
+                protocol=self.protocol,
+                holdout_fraction=self.holdout_fraction,
+                holdout_seed=self.holdout_seed,
             )
         return self._grader
 
@@ -194,8 +201,12 @@ class DataSciCodingEnv(TextEnv):
         self.grader  # noqa: B018 - loads the dataset here, so a missing one fails at reset
         self._attempt = 0
         self._observation = to_text(initial_prompt(*self._task(), self.prompt_format))
-        info = {"available_actions": None, "action_valid": True, "attempt": 0,
-                "dataset_shape": self.dataset.shape}
+        info = {
+            "available_actions": None,
+            "action_valid": True,
+            "attempt": 0,
+            "dataset_shape": self.dataset.shape,
+        }
         return self._observation, info
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -208,8 +219,13 @@ class DataSciCodingEnv(TextEnv):
             return self._observation, grade.reward, True, False, info
         previous = submitted_code(submission, self.dataset.shape[1])
         self._observation = to_text(
-            reflection_prompt(*self._task(), previous, grade.category or "error",
-                              grade.message, self.prompt_format)
+            reflection_prompt(
+                *self._task(),
+                previous,
+                grade.category or "error",
+                grade.message,
+                self.prompt_format,
+            )
         )
         return self._observation, grade.reward, False, False, info
 

@@ -111,12 +111,24 @@ class Grade:
     holdout_auc: float | None = None
 
 
-def _failure(category: str, message: str, runtime_s: float = 0.0, backend: str | None = None,
-             stdout_tail: str = "") -> Grade:
+def _failure(
+    category: str,
+    message: str,
+    runtime_s: float = 0.0,
+    backend: str | None = None,
+    stdout_tail: str = "",
+) -> Grade:
     # code that never reached the sandbox did not run: runtime 0.0 (which also keeps info
     # deterministic for gymnasium's checker)
-    return Grade(False, -1.0, category=category, message=message, runtime_s=runtime_s,
-                 backend=backend, stdout_tail=stdout_tail)
+    return Grade(
+        False,
+        -1.0,
+        category=category,
+        message=message,
+        runtime_s=runtime_s,
+        backend=backend,
+        stdout_tail=stdout_tail,
+    )
 
 
 def roc_auc(y_true: np.ndarray, proba: np.ndarray) -> float:
@@ -197,12 +209,18 @@ class Grader:
 
             try:
                 rows, self.holdout_rows = train_test_split(
-                    rows, test_size=holdout_fraction, random_state=holdout_seed, shuffle=True,
+                    rows,
+                    test_size=holdout_fraction,
+                    random_state=holdout_seed,
+                    shuffle=True,
                     stratify=self.y,
                 )
             except ValueError:  # a class too rare to stratify: a plain seeded split
                 rows, self.holdout_rows = train_test_split(
-                    rows, test_size=holdout_fraction, random_state=holdout_seed, shuffle=True,
+                    rows,
+                    test_size=holdout_fraction,
+                    random_state=holdout_seed,
+                    shuffle=True,
                 )
         self.dev_rows = np.asarray(rows)
         self.splits = [
@@ -213,8 +231,11 @@ class Grader:
     # -- static checks (host side: parsing only) -----------------------------------------
     def _static_failure(self, submission: Submission, source: str) -> Grade | None:
         if submission.empty:
-            return _failure(EMPTY_CODE, "the answer contains no code; write the body of "
-                            "build_model that fits a classifier and stores it in `model`")
+            return _failure(
+                EMPTY_CODE,
+                "the answer contains no code; write the body of "
+                "build_model that fits a classifier and stores it in `model`",
+            )
         try:
             ast.parse(source)
         except SyntaxError as exc:
@@ -231,8 +252,11 @@ class Grader:
                     f"{', '.join(self.banned)}); use another model",
                 )
         if not may_define_model(source):
-            return _failure(NO_MODEL, "NameError: name 'model' is not defined; the body must "
-                            "store the fitted classifier in a variable named `model`")
+            return _failure(
+                NO_MODEL,
+                "NameError: name 'model' is not defined; the body must "
+                "store the fitted classifier in a variable named `model`",
+            )
         return None
 
     # -- sandbox -------------------------------------------------------------------------
@@ -247,8 +271,14 @@ class Grader:
             inputs[f"x_test_{i}"] = self.X[test]
             shapes[f"proba_{i}"] = (len(test), self.n_classes)
         harness = _HARNESS.format(entry=ENTRY, n_splits=len(splits), n_classes=self.n_classes)
-        return run_code(source + harness, ENTRY, inputs, limits=self.limits,
-                        backend=self.sandbox, output_shapes=shapes)
+        return run_code(
+            source + harness,
+            ENTRY,
+            inputs,
+            limits=self.limits,
+            backend=self.sandbox,
+            output_shapes=shapes,
+        )
 
     def _score(self, outputs: dict[str, np.ndarray], splits) -> list[float]:
         return [roc_auc(self.y[test], outputs[f"proba_{i}"]) for i, (_, test) in enumerate(splits)]
@@ -263,21 +293,40 @@ class Grader:
         try:
             result = self._run(source, self.splits)
         except Exception as exc:  # noqa: BLE001 - a broken sandbox must not crash step()
-            return _failure("sandbox_error", f"the sandbox could not run the code: "
-                            f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+            return _failure(
+                "sandbox_error",
+                f"the sandbox could not run the code: {type(exc).__name__}: {exc}",
+                time.perf_counter() - started,
+            )
         backend = result.backend or None
         if not result.ok:
             category = getattr(result.category, "value", result.category) or "sandbox_error"
-            return _failure(str(category), result.message or str(category), result.duration_s,
-                            backend, result.stdout_tail)
+            return _failure(
+                str(category),
+                result.message or str(category),
+                result.duration_s,
+                backend,
+                result.stdout_tail,
+            )
         try:
             aucs = self._score(result.outputs, self.splits)
         except (ValueError, KeyError, IndexError) as exc:
-            return _failure(OUTPUT_INVALID, f"predict_proba output cannot be scored: {exc}",
-                            result.duration_s, backend, result.stdout_tail)
-        grade = Grade(True, float(np.mean(aucs)), split_aucs=aucs, auc_std=float(np.std(aucs)),
-                      runtime_s=result.duration_s, backend=backend,
-                      stdout_tail=result.stdout_tail)
+            return _failure(
+                OUTPUT_INVALID,
+                f"predict_proba output cannot be scored: {exc}",
+                result.duration_s,
+                backend,
+                result.stdout_tail,
+            )
+        grade = Grade(
+            True,
+            float(np.mean(aucs)),
+            split_aucs=aucs,
+            auc_std=float(np.std(aucs)),
+            runtime_s=result.duration_s,
+            backend=backend,
+            stdout_tail=result.stdout_tail,
+        )
         if self.holdout_rows is not None:
             grade.holdout_auc, seconds = self._holdout(source)
             grade.runtime_s += seconds

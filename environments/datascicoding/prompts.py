@@ -257,8 +257,7 @@ def reflection_prompt(
     if prompt_format == "codellama-infill":
         docstring = f'"""{_task_lines(description, shape, n_classes)}"""\n'
         error = (
-            f'"""The function below failed with this error ({category}):\n{message}\n'
-            'Fix it."""\n'
+            f'"""The function below failed with this error ({category}):\n{message}\nFix it."""\n'
         )
         fixed = (
             f'"""Fixed version. {_rules(banned)}"""\n'

@@ -26,7 +26,11 @@ FAMILY = EnvFamily(
 #: The datasets of the paper, in the row order of its Table 4 (POAD-Best vs CAAFE) and Table 5
 #: (wall time); the other rows of the dataset table come from the reference code.
 PAPER_DATASETS: tuple[str, ...] = (
-    "health-insurance", "pharyngitis", "spaceship-titanic", "airlines", "balance-scale",
+    "health-insurance",
+    "pharyngitis",
+    "spaceship-titanic",
+    "airlines",
+    "balance-scale",
     "breast-w",
 )
 
@@ -42,8 +46,11 @@ def _describe(spec) -> str:
 def _row(name: str) -> TaskRow:
     in_paper = name in PAPER_DATASETS
     return TaskRow(
-        name=name, kwargs={"dataset": name}, description=_describe(DATASETS[name]),
-        max_episode_steps=MAX_ATTEMPTS, paper_name=name if in_paper else None,
+        name=name,
+        kwargs={"dataset": name},
+        description=_describe(DATASETS[name]),
+        max_episode_steps=MAX_ATTEMPTS,
+        paper_name=name if in_paper else None,
         paper_tables=("Table 4", "Table 5") if in_paper else (),
     )
 

@@ -20,8 +20,9 @@ FAMILY = EnvFamily(
 #: The task table as registration rows. No max_episode_steps: the env's own 200-tick rule ends
 #: (truncates) episodes.
 ROWS: tuple[TaskRow, ...] = tuple(
-    TaskRow(name=name, kwargs={"task": name}, description=task.description,
-            paper_name=task.paper_name)
+    TaskRow(
+        name=name, kwargs={"task": name}, description=task.description, paper_name=task.paper_name
+    )
     for name, task in TASKS.items()
 )
 

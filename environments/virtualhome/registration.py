@@ -19,9 +19,14 @@ FAMILY = EnvFamily(
 
 #: The task table as registration rows.
 ROWS: tuple[TaskRow, ...] = tuple(
-    TaskRow(name=task.name, kwargs={"task": task.name}, description=task.description,
-            max_episode_steps=task.max_episode_steps, paper_name=task.paper_name,
-            paper_tables=task.paper_tables)
+    TaskRow(
+        name=task.name,
+        kwargs={"task": task.name},
+        description=task.description,
+        max_episode_steps=task.max_episode_steps,
+        paper_name=task.paper_name,
+        paper_tables=task.paper_tables,
+    )
     for task in TASKS
 )
 

@@ -85,8 +85,9 @@ def _appliance(
 
 
 TASKS: tuple[VirtualHomeTask, ...] = (
-    _appliance("FoodPreparation", "pancake", "microwave", "Food Preparation (TWOSOME)",
-               "Food Preparation"),
+    _appliance(
+        "FoodPreparation", "pancake", "microwave", "Food Preparation (TWOSOME)", "Food Preparation"
+    ),
     VirtualHomeTask(
         name="Entertainment",
         scenario="snack_tv",
@@ -109,10 +110,17 @@ TASKS: tuple[VirtualHomeTask, ...] = (
     _appliance("Hamburger", "hamburger", "microwave", "Food Preparation variant", "Hamburger"),
     _appliance("ApplePie", "apple pie", "microwave", "Food Preparation variant", "Apple Pie"),
     _appliance("Pizza", "pizza", "microwave", "Food Preparation variant", "Pizza"),
-    _appliance("WashingPlate", "dishes", "dishwasher", "Food Preparation variant",
-               "Washing Plate", plural=True),
-    _appliance("Laundry", "clothes", "washing machine", "Food Preparation variant",
-               "Laundry", plural=True),
+    _appliance(
+        "WashingPlate",
+        "dishes",
+        "dishwasher",
+        "Food Preparation variant",
+        "Washing Plate",
+        plural=True,
+    ),
+    _appliance(
+        "Laundry", "clothes", "washing machine", "Food Preparation variant", "Laundry", plural=True
+    ),
 )
 
 #: Rows by task name.

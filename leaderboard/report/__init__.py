@@ -36,9 +36,12 @@ from agentbench_poad.leaderboard.report.stats import (
 )
 
 
-def build_report(records: Sequence[dict[str, Any]], out_dir: Path | str,
-                 paper_results: PaperResults | Sequence[dict[str, Any]] | None = None,
-                 title: str = "agentbench-poad leaderboard") -> tuple[Path, Path]:
+def build_report(
+    records: Sequence[dict[str, Any]],
+    out_dir: Path | str,
+    paper_results: PaperResults | Sequence[dict[str, Any]] | None = None,
+    title: str = "agentbench-poad leaderboard",
+) -> tuple[Path, Path]:
     """Write ``report.md``, ``report.html``, ``charts/*.svg`` and ``report-index.json``.
 
     Args:
@@ -64,8 +67,9 @@ def build_report(records: Sequence[dict[str, Any]], out_dir: Path | str,
     for name, svg in charts.items():
         (charts_dir / f"{name}.svg").write_text(svg, encoding="utf-8")
     md_path = out_dir / "report.md"
-    md_path.write_text(render_markdown(report, {n: f"charts/{n}.svg" for n in charts}),
-                       encoding="utf-8")
+    md_path.write_text(
+        render_markdown(report, {n: f"charts/{n}.svg" for n in charts}), encoding="utf-8"
+    )
     html_path = out_dir / "report.html"
     html_path.write_text(render_html(report, charts), encoding="utf-8")
     write_json_atomic(out_dir / "report-index.json", report.index)

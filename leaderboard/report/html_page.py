@@ -44,14 +44,19 @@ def render_table(table: Table) -> str:
     def cls(kind: str) -> str:
         return f' class="{kind}-col"' if kind else ""
 
-    out = [f'<table class="{html.escape(table.css)}"><caption>{html.escape(table.caption)}'
-           "</caption>",
-           "<thead><tr>" + "".join(f"<th{cls(k)}>{html.escape(h)}</th>"
-                                   for h, k in zip(table.header, kinds)) + "</tr></thead><tbody>"]
+    out = [
+        f'<table class="{html.escape(table.css)}"><caption>{html.escape(table.caption)}</caption>',
+        "<thead><tr>"
+        + "".join(f"<th{cls(k)}>{html.escape(h)}</th>" for h, k in zip(table.header, kinds))
+        + "</tr></thead><tbody>",
+    ]
     for row in table.rows:
         row_cls = f' class="{row.kind}-row"' if row.kind else ""
-        out.append(f"<tr{row_cls}>" + "".join(f"<td{cls(k)}>{html.escape(c)}</td>"
-                                              for c, k in zip(row.cells, kinds)) + "</tr>")
+        out.append(
+            f"<tr{row_cls}>"
+            + "".join(f"<td{cls(k)}>{html.escape(c)}</td>" for c, k in zip(row.cells, kinds))
+            + "</tr>"
+        )
     out.append("</tbody></table>")
     return "\n".join(out)
 
@@ -81,6 +86,9 @@ def render_html(report: Report, charts: Mapping[str, str]) -> str:
     body = [f"<h1>{html.escape(report.title)}</h1>", *(_paragraph(p) for p in report.intro)]
     for section in report.sections:
         body += _section(section, 2, charts)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(report.title)}</title><style>{CSS}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(report.title)}</title><style>{CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

@@ -25,12 +25,17 @@ def _italic(text: str) -> str:
 def render_table(table: Table) -> str:
     """A captioned GitHub-flavoured Markdown table; paper rows and columns in italics."""
     kinds = table.column_kinds or ("",) * len(table.header)
-    lines = [f"*{_esc(table.caption)}*", "",
-             "| " + " | ".join(_esc(h) for h in table.header) + " |",
-             "|" + "|".join("---" for _ in table.header) + "|"]
+    lines = [
+        f"*{_esc(table.caption)}*",
+        "",
+        "| " + " | ".join(_esc(h) for h in table.header) + " |",
+        "|" + "|".join("---" for _ in table.header) + "|",
+    ]
     for row in table.rows:
-        cells = [_italic(c) if row.kind == "paper" or kind == "paper" else c
-                 for c, kind in zip(row.cells, kinds)]
+        cells = [
+            _italic(c) if row.kind == "paper" or kind == "paper" else c
+            for c, kind in zip(row.cells, kinds)
+        ]
         lines.append("| " + " | ".join(_esc(c) for c in cells) + " |")
     return "\n".join(lines)
 

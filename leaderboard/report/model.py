@@ -50,8 +50,9 @@ REFERENCE_AGENT = "poad"
 #: Row and column kinds (the renderers style them; ``paper`` is always labelled and italic).
 KINDS = ("", "anchor", "best", "paper")
 
-NO_PAPER_NOTE = ("No published numbers are listed in paper_results.json, so there are no paper "
-                 "reference rows.")
+NO_PAPER_NOTE = (
+    "No published numbers are listed in paper_results.json, so there are no paper reference rows."
+)
 
 
 # -- the model ---------------------------------------------------------------------------------
@@ -242,7 +243,9 @@ def _agent_label(record: dict[str, Any]) -> str:
 
 
 def _paper_label(item: dict[str, Any], table: str | None = None) -> str:
-    return f"{item.get('label') or item['agent']} (paper, {table or item.get('table', 'published')})"
+    return (
+        f"{item.get('label') or item['agent']} (paper, {table or item.get('table', 'published')})"
+    )
 
 
 def _anchor_score(records: Sequence[dict[str, Any]], name: str) -> float | None:
@@ -256,8 +259,9 @@ def _anchor_score(records: Sequence[dict[str, Any]], name: str) -> float | None:
 
 
 def _episode_scores(record: dict[str, Any]) -> list[float]:
-    return [e.get("score", e["return"]) for s in record["scores"]["per_seed"]
-            for e in s["episodes"]]
+    return [
+        e.get("score", e["return"]) for s in record["scores"]["per_seed"] for e in s["episodes"]
+    ]
 
 
 def _discounted(record: dict[str, Any]) -> tuple[float, float] | None:
@@ -323,62 +327,121 @@ def _env_section(env_id: str, inputs: _Inputs) -> Section:
         failed = sum(s.get("failed_episodes", 0) for s in sc["per_seed"])
         kind = "anchor" if r["agent"]["name"].lower() in ("random", "oracle") else ""
         label = _agent_label(r)
-        rows.append(Row((label, _pm(sc["mean"], sc["stderr"]),
-                         _pm(sc["success_rate"], sc["success_rate_stderr"]),
-                         _fmt(normalised(sc["mean"], random_score, oracle_score)),
-                         f"{len(sc['per_seed'])} × {r['protocol']['episodes_per_seed']}",
-                         str(failed), f"record {r['record_id']}"), kind))
+        rows.append(
+            Row(
+                (
+                    label,
+                    _pm(sc["mean"], sc["stderr"]),
+                    _pm(sc["success_rate"], sc["success_rate_stderr"]),
+                    _fmt(normalised(sc["mean"], random_score, oracle_score)),
+                    f"{len(sc['per_seed'])} × {r['protocol']['episodes_per_seed']}",
+                    str(failed),
+                    f"record {r['record_id']}",
+                ),
+                kind,
+            )
+        )
         bars.append(Bar(r["agent"]["name"], label, sc["mean"], sc["stderr"]))
         best = (r.get("training") or {}).get("best_code")
         if best:
-            rows.append(Row((f"{label} — {best['label']}", _fmt(best["reward"]), "--", "--",
-                             "1 code", "--", f"record {r['record_id']} (training.best_code)"),
-                            "best"))
-    table = Table(f"{env_id}: {score_name} and success rate (ours; the paper's numbers are in "
-                  "the layouts of its tables below)",
-                  ("agent", "score", "success rate", "normalised", "seeds × episodes",
-                   "failed episodes", "row source"), tuple(rows), css="env-table")
-    chart = BarChart(f"bars-{env_id}", f"{env_id}: mean ± s.e. over seeds", tuple(bars),
-                     score_name)
+            rows.append(
+                Row(
+                    (
+                        f"{label} — {best['label']}",
+                        _fmt(best["reward"]),
+                        "--",
+                        "--",
+                        "1 code",
+                        "--",
+                        f"record {r['record_id']} (training.best_code)",
+                    ),
+                    "best",
+                )
+            )
+    table = Table(
+        f"{env_id}: {score_name} and success rate (ours; the paper's numbers are in "
+        "the layouts of its tables below)",
+        (
+            "agent",
+            "score",
+            "success rate",
+            "normalised",
+            "seeds × episodes",
+            "failed episodes",
+            "row source",
+        ),
+        tuple(rows),
+        css="env-table",
+    )
+    chart = BarChart(f"bars-{env_id}", f"{env_id}: mean ± s.e. over seeds", tuple(bars), score_name)
     return Section(env_id, f"env-{env_id}", (table, chart))
 
 
 def _curves_section(env_ids: Sequence[str], inputs: _Inputs) -> Section:
     blocks: list[Any] = []
     for env_id in env_ids:
-        with_curve = [r for r in inputs.by_env.get(env_id, [])
-                      if r.get("learning_curve") and r["learning_curve"]["points"]]
+        with_curve = [
+            r
+            for r in inputs.by_env.get(env_id, [])
+            if r.get("learning_curve") and r["learning_curve"]["points"]
+        ]
         if not with_curve:
             continue
         first = with_curve[0]["learning_curve"]
         curves = tuple(
-            Curve(r["agent"]["name"], _agent_label(r), tuple(
-                CurvePoint(p["step"], p["mean"], p.get("low"), p.get("high"))
-                for p in r["learning_curve"]["points"]))
-            for r in with_curve)
+            Curve(
+                r["agent"]["name"],
+                _agent_label(r),
+                tuple(
+                    CurvePoint(p["step"], p["mean"], p.get("low"), p.get("high"))
+                    for p in r["learning_curve"]["points"]
+                ),
+            )
+            for r in with_curve
+        )
         blocks.append(Paragraph(f"{env_id}: shaded band = {first.get('spread', 'spread')}."))
-        blocks.append(CurveChart(f"curve-{env_id}", f"{env_id}: learning curves", curves,
-                                 first.get("x", "env steps"), first.get("y", "return")))
+        blocks.append(
+            CurveChart(
+                f"curve-{env_id}",
+                f"{env_id}: learning curves",
+                curves,
+                first.get("x", "env steps"),
+                first.get("y", "return"),
+            )
+        )
     if not blocks:
-        blocks.append(Paragraph("No record has a learning curve yet (records of trained agents "
-                                "carry one)."))
+        blocks.append(
+            Paragraph("No record has a learning curve yet (records of trained agents carry one).")
+        )
     return Section("Learning curves", "learning-curves", tuple(blocks))
 
 
 def _missing_layout(name: str, what: str, anchor: str) -> Section:
-    return Section(what, anchor, (Paragraph(
-        f"paper_results.json has no {name!r} layout, so this table cannot be laid out; add the "
-        "layout (its tasks and methods) to that file."),))
+    return Section(
+        what,
+        anchor,
+        (
+            Paragraph(
+                f"paper_results.json has no {name!r} layout, so this table cannot be laid out; add the "
+                "layout (its tasks and methods) to that file."
+            ),
+        ),
+    )
 
 
 def _generalisation_section(inputs: _Inputs) -> Section:
-    name, heading, anchor = "table1", "Generalisation (layout of the paper's Table 1)", \
-        "generalization"
+    name, heading, anchor = (
+        "table1",
+        "Generalisation (layout of the paper's Table 1)",
+        "generalization",
+    )
     layout = inputs.paper.layouts.get(name)
     if layout is None:
         return _missing_layout(name, heading, anchor)
-    columns = [(env_id, f"{label} (training task)" if env_id == layout.get("trained_on")
-                 else label) for env_id, label in layout_tasks(layout)]
+    columns = [
+        (env_id, f"{label} (training task)" if env_id == layout.get("trained_on") else label)
+        for env_id, label in layout_tasks(layout)
+    ]
     header = ("agent", *(label for _, label in columns))
 
     ours_return: dict[str, dict[str, str]] = defaultdict(dict)
@@ -396,52 +459,68 @@ def _generalisation_section(inputs: _Inputs) -> Section:
             ours_success[label][env_id] = _pm(sc["success_rate"], sc["success_rate_stderr"])
 
     def table(metric: str, ours: dict[str, dict[str, str]], caption: str, css: str) -> Table:
-        rows = [Row((label, *(cells.get(env_id, "--") for env_id, _ in columns)))
-                for label, cells in sorted(ours.items())]
+        rows = [
+            Row((label, *(cells.get(env_id, "--") for env_id, _ in columns)))
+            for label, cells in sorted(ours.items())
+        ]
         if not rows:
-            rows.append(Row(("(no records of ours on these tasks yet)",
-                             *("--" for _ in columns))))
+            rows.append(Row(("(no records of ours on these tasks yet)", *("--" for _ in columns))))
         for method in inputs.methods(name):
             cells = []
             for env_id, _ in columns:
                 item = inputs.published(name, env_id, method["agent"], metric)
                 cells.append(_published(item) if item else "--")
             if any(c != "--" for c in cells):
-                rows.append(Row((f"{method['label']} (paper, {layout['table']})", *cells),
-                                "paper"))
+                rows.append(Row((f"{method['label']} (paper, {layout['table']})", *cells), "paper"))
         return Table(caption, header, tuple(rows), css=css)
 
-    note = (" Cells marked (undiscounted) hold our records' undiscounted episodic return, which "
-            "is not the paper's discounted return: compare their success rates, not these "
-            "numbers." if undiscounted else "")
+    note = (
+        " Cells marked (undiscounted) hold our records' undiscounted episodic return, which "
+        "is not the paper's discounted return: compare their success rates, not these "
+        "numbers."
+        if undiscounted
+        else ""
+    )
     return_table = table(
-        "discounted_return", ours_return,
+        "discounted_return",
+        ours_return,
         f"Discounted episodic return per task. Ours: mean ± s.e. over seeds. Paper rows: "
         f"{layout['table']}, as published.{note}",
-        "generalization-table generalization-return")
+        "generalization-table generalization-return",
+    )
     success_table = table(
-        "success_rate", ours_success,
+        "success_rate",
+        ours_success,
         f"Success rate per task (success = return > 0, REFERENCE_SPEC §2.5). Ours: mean ± s.e. "
         f"over seeds. Paper rows: {layout['table']}, as published.",
-        "generalization-table generalization-success")
-    intro = Paragraph(f"{layout['title']}. {layout.get('description', '')} Columns are the "
-                      f"tasks of the paper's {layout['env_facts_table']} (from the env facts) "
-                      "in its order; paper rows are labelled "
-                      "'(paper, ...)' and set in italics.")
+        "generalization-table generalization-success",
+    )
+    intro = Paragraph(
+        f"{layout['title']}. {layout.get('description', '')} Columns are the "
+        f"tasks of the paper's {layout['env_facts_table']} (from the env facts) "
+        "in its order; paper rows are labelled "
+        "'(paper, ...)' and set in italics."
+    )
     return Section(heading, anchor, (intro, return_table, success_table))
 
 
 def _datascicoding_section(env_ids: Sequence[str], inputs: _Inputs) -> Section:
-    name, heading, anchor = "table4", "DataSciCoding (layout of the paper's Table 4)", \
-        "datascicoding"
+    name, heading, anchor = (
+        "table4",
+        "DataSciCoding (layout of the paper's Table 4)",
+        "datascicoding",
+    )
     layout = inputs.paper.layouts.get(name)
     if layout is None:
         return _missing_layout(name, heading, anchor)
     tasks = layout_tasks(layout)
     listed = {env_id for env_id, _ in tasks}
     family = {_facts(e, inputs.records)[0] for e in listed}
-    tasks += [(e, _facts(e, inputs.records)[1]) for e in env_ids
-              if e not in listed and _facts(e, inputs.records)[0] in family]
+    tasks += [
+        (e, _facts(e, inputs.records)[1])
+        for e in env_ids
+        if e not in listed and _facts(e, inputs.records)[0] in family
+    ]
 
     columns: list[str] = []
     cells: dict[str, dict[str, str]] = defaultdict(dict)
@@ -467,19 +546,27 @@ def _datascicoding_section(env_ids: Sequence[str], inputs: _Inputs) -> Section:
         if any(col in cells[e] for e, _ in tasks):
             paper_columns.append(col)
     header = ("dataset", *columns, *paper_columns)
-    rows = tuple(Row((label, *(cells[env_id].get(c, "--") for c in header[1:])))
-                 for env_id, label in tasks if cells.get(env_id) or env_id in listed)
+    rows = tuple(
+        Row((label, *(cells[env_id].get(c, "--") for c in header[1:])))
+        for env_id, label in tasks
+        if cells.get(env_id) or env_id in listed
+    )
     table = Table(
         "ROC AUC per dataset. Ours: final-code AUC, mean ± s.e. over seeds (a run whose "
         "attempts all failed scores 0); a 'best code during training' column is the best reward "
         "seen while training, labelled as such, not the final policy. Paper columns: "
         f"{layout['table']}, as published.",
-        header, rows, css="dsc-table",
-        column_kinds=("", *("" for _ in columns), *("paper" for _ in paper_columns)))
-    intro = Paragraph(f"{layout['title']}. {layout.get('description', '')} Rows are the "
-                      f"datasets of the paper's {layout['env_facts_table']} (from the env facts), "
-                      "then any other dataset of the family we scored; paper "
-                      "columns are labelled '(paper, ...)' and set in italics.")
+        header,
+        rows,
+        css="dsc-table",
+        column_kinds=("", *("" for _ in columns), *("paper" for _ in paper_columns)),
+    )
+    intro = Paragraph(
+        f"{layout['title']}. {layout.get('description', '')} Rows are the "
+        f"datasets of the paper's {layout['env_facts_table']} (from the env facts), "
+        "then any other dataset of the family we scored; paper "
+        "columns are labelled '(paper, ...)' and set in italics."
+    )
     return Section(heading, anchor, (intro, table))
 
 
@@ -487,37 +574,88 @@ def _paper_tables_section(inputs: _Inputs) -> Section:
     paper = inputs.paper
     blocks: list[Any] = []
     if paper.datasets:
-        blocks.append(Table(
-            "Dataset sizes after CAAFE's pruning (paper, Appendix E.1)",
-            ("dataset", "env id", "features", "samples", "classes", "source"),
-            tuple(Row((d["label"], d["env_id"], str(d["features"]), str(d["samples"]),
-                       str(d["classes"]), d["source"]["where"]), "paper")
-                  for d in paper.datasets), css="paper-datasets"))
+        blocks.append(
+            Table(
+                "Dataset sizes after CAAFE's pruning (paper, Appendix E.1)",
+                ("dataset", "env id", "features", "samples", "classes", "source"),
+                tuple(
+                    Row(
+                        (
+                            d["label"],
+                            d["env_id"],
+                            str(d["features"]),
+                            str(d["samples"]),
+                            str(d["classes"]),
+                            d["source"]["where"],
+                        ),
+                        "paper",
+                    )
+                    for d in paper.datasets
+                ),
+                css="paper-datasets",
+            )
+        )
     if paper.wall_time:
-        blocks.append(Table(
-            "Wall time of POAD training on DataSciCoding (paper, Table 5 / Appendix G)",
-            ("env id", "agent", "wall time", "env steps", "hardware", "base model", "source"),
-            tuple(Row((w["env_id"], w["agent"], _hours(w["wall_time_s"]),
-                       str(w.get("env_steps") or "--"), w.get("hardware") or "--",
-                       w.get("base_model") or "--", w["source"]["where"]), "paper")
-                  for w in paper.wall_time), css="paper-wall-time"))
+        blocks.append(
+            Table(
+                "Wall time of POAD training on DataSciCoding (paper, Table 5 / Appendix G)",
+                ("env id", "agent", "wall time", "env steps", "hardware", "base model", "source"),
+                tuple(
+                    Row(
+                        (
+                            w["env_id"],
+                            w["agent"],
+                            _hours(w["wall_time_s"]),
+                            str(w.get("env_steps") or "--"),
+                            w.get("hardware") or "--",
+                            w.get("base_model") or "--",
+                            w["source"]["where"],
+                        ),
+                        "paper",
+                    )
+                    for w in paper.wall_time
+                ),
+                css="paper-wall-time",
+            )
+        )
     if paper.language_ability:
         benches = list(dict.fromkeys(x["benchmark"] for x in paper.language_ability))
         models = list(dict.fromkeys(x["model"] for x in paper.language_ability))
         value = {(x["model"], x["benchmark"]): str(x["value"]) for x in paper.language_ability}
         table = paper.language_ability[0].get("table", "Table 2")
-        blocks.append(Table(
-            f"Zero-shot language ability after RL fine-tuning on Food Preparation (paper, "
-            f"{table})", ("model", *benches),
-            tuple(Row((f"{m} (paper)", *(value.get((m, b), "--") for b in benches)), "paper")
-                  for m in models), css="paper-language"))
+        blocks.append(
+            Table(
+                f"Zero-shot language ability after RL fine-tuning on Food Preparation (paper, "
+                f"{table})",
+                ("model", *benches),
+                tuple(
+                    Row((f"{m} (paper)", *(value.get((m, b), "--") for b in benches)), "paper")
+                    for m in models
+                ),
+                css="paper-language",
+            )
+        )
     if inputs.unplaced:
-        blocks.append(Table(
-            "Published numbers that no layout of paper_results.json places",
-            ("env id", "agent", "metric", "value", "source"),
-            tuple(Row((p["env_id"], _paper_label(p), p["metric"], _published(p),
-                       p["source"]["where"]), "paper") for p in inputs.unplaced),
-            css="paper-other"))
+        blocks.append(
+            Table(
+                "Published numbers that no layout of paper_results.json places",
+                ("env id", "agent", "metric", "value", "source"),
+                tuple(
+                    Row(
+                        (
+                            p["env_id"],
+                            _paper_label(p),
+                            p["metric"],
+                            _published(p),
+                            p["source"]["where"],
+                        ),
+                        "paper",
+                    )
+                    for p in inputs.unplaced
+                ),
+                css="paper-other",
+            )
+        )
     if not blocks:
         blocks.append(Paragraph("paper_results.json lists none of the paper's other tables."))
     return Section("Other tables of the paper", "paper-tables", tuple(blocks))
@@ -542,16 +680,30 @@ def _pairwise_section(env_ids: Sequence[str], inputs: _Inputs) -> Section:
                 a, b, unit = _episode_scores(r), _episode_scores(ref), "episodes"
             diff, lo, hi = bootstrap_difference(a, b)
             verdict = "better" if lo > 0 else "worse" if hi < 0 else "no clear difference"
-            rows.append(Row((env_id, _agent_label(r), f"{diff:+.3f}", f"[{lo:+.3f}, {hi:+.3f}]",
-                             unit, verdict)))
+            rows.append(
+                Row(
+                    (
+                        env_id,
+                        _agent_label(r),
+                        f"{diff:+.3f}",
+                        f"[{lo:+.3f}, {hi:+.3f}]",
+                        unit,
+                        verdict,
+                    )
+                )
+            )
     if not rows:
-        rows.append(Row(("--", f"(no {REFERENCE_AGENT.upper()} record yet)", "--", "--", "--",
-                         "--")))
-    table = Table(f"Difference in score, agent − {REFERENCE_AGENT.upper()}, with a "
-                  f"{BOOTSTRAP_RESAMPLES}-resample percentile bootstrap 95% CI (seed "
-                  f"{BOOTSTRAP_SEED}); unit = seeds when both rows have ≥ 2, else episodes",
-                  ("env", "agent", "difference", "95% CI", "unit", "verdict"), tuple(rows),
-                  css="pairwise")
+        rows.append(
+            Row(("--", f"(no {REFERENCE_AGENT.upper()} record yet)", "--", "--", "--", "--"))
+        )
+    table = Table(
+        f"Difference in score, agent − {REFERENCE_AGENT.upper()}, with a "
+        f"{BOOTSTRAP_RESAMPLES}-resample percentile bootstrap 95% CI (seed "
+        f"{BOOTSTRAP_SEED}); unit = seeds when both rows have ≥ 2, else episodes",
+        ("env", "agent", "difference", "95% CI", "unit", "verdict"),
+        tuple(rows),
+        css="pairwise",
+    )
     return Section(f"Pairwise comparison with {REFERENCE_AGENT.upper()}", "pairwise", (table,))
 
 
@@ -559,29 +711,69 @@ def _provenance_section(inputs: _Inputs) -> Section:
     rows: list[Row] = []
     for r in sorted(inputs.records, key=lambda r: r["record_id"]):
         sw, hw = r["software"], r["hardware"]
-        commit = (sw.get("git_commit") or "unknown")[:10] + (" (dirty)" if sw.get("git_dirty")
-                                                              else "")
-        rows.append(Row((
-            r["record_id"], r["agent"]["version"],
-            f"{r['model'].get('base') or '--'} / {r['model'].get('adapter') or '--'}",
-            r["created_at"], commit, sw["package_version"],
-            f"{hw.get('platform', '?')}, {hw.get('cpu_count', '?')} CPU"
-            + (f", {hw['accelerator']}" if hw.get("accelerator") else ""),
-            f"{r['wall_time_s']:.1f}", r["command"])))
+        commit = (sw.get("git_commit") or "unknown")[:10] + (
+            " (dirty)" if sw.get("git_dirty") else ""
+        )
+        rows.append(
+            Row(
+                (
+                    r["record_id"],
+                    r["agent"]["version"],
+                    f"{r['model'].get('base') or '--'} / {r['model'].get('adapter') or '--'}",
+                    r["created_at"],
+                    commit,
+                    sw["package_version"],
+                    f"{hw.get('platform', '?')}, {hw.get('cpu_count', '?')} CPU"
+                    + (f", {hw['accelerator']}" if hw.get("accelerator") else ""),
+                    f"{r['wall_time_s']:.1f}",
+                    r["command"],
+                )
+            )
+        )
     for p in inputs.paper.results:
         how = f" ({p['source']['reading']})" if p["source"].get("reading") else ""
-        rows.append(Row((f"paper: {p.get('label') or p['agent']} on {p['env_id']}, {p['metric']}",
-                         "--", p.get("base_model") or "--", "--", "--", "--", "--", "--",
-                         f"{p['source']['where']}: {p['source']['url']}{how}"), "paper"))
-    table = Table("Where each row comes from",
-                  ("record", "agent version", "model / adapter", "created", "git commit",
-                   "package", "hardware", "wall time (s)", "command"), tuple(rows),
-                  css="provenance")
+        rows.append(
+            Row(
+                (
+                    f"paper: {p.get('label') or p['agent']} on {p['env_id']}, {p['metric']}",
+                    "--",
+                    p.get("base_model") or "--",
+                    "--",
+                    "--",
+                    "--",
+                    "--",
+                    "--",
+                    f"{p['source']['where']}: {p['source']['url']}{how}",
+                ),
+                "paper",
+            )
+        )
+    table = Table(
+        "Where each row comes from",
+        (
+            "record",
+            "agent version",
+            "model / adapter",
+            "created",
+            "git commit",
+            "package",
+            "hardware",
+            "wall time (s)",
+            "command",
+        ),
+        tuple(rows),
+        css="provenance",
+    )
     return Section("Provenance of every row", "provenance", (table,))
 
 
-def build_model(records: Sequence[dict[str, Any]], paper: PaperResults, *,
-                title: str = "agentbench-poad leaderboard", built: str | None = None) -> Report:
+def build_model(
+    records: Sequence[dict[str, Any]],
+    paper: PaperResults,
+    *,
+    title: str = "agentbench-poad leaderboard",
+    built: str | None = None,
+) -> Report:
     """The report of ``records`` beside the published numbers ``paper``.
 
     Args:
@@ -597,18 +789,23 @@ def build_model(records: Sequence[dict[str, Any]], paper: PaperResults, *,
     inputs = _Inputs(records, paper)
     built = built or now_iso()
     env_ids = sorted(inputs.by_env)
-    intro = [Paragraph(
-        f"Built {built} by agentbench-poad {__version__} from {len(inputs.records)} record(s). "
-        "Scores are mean ± standard error over seeds; 'normalised' maps the random row to 0 and "
-        "the oracle row to 1. Rows and columns marked '(paper, ...)' are the published numbers "
-        "of Wen et al. (NeurIPS 2024), set in italics beside ours and never mixed into our "
-        "means.")]
+    intro = [
+        Paragraph(
+            f"Built {built} by agentbench-poad {__version__} from {len(inputs.records)} record(s). "
+            "Scores are mean ± standard error over seeds; 'normalised' maps the random row to 0 and "
+            "the oracle row to 1. Rows and columns marked '(paper, ...)' are the published numbers "
+            "of Wen et al. (NeurIPS 2024), set in italics beside ours and never mixed into our "
+            "means."
+        )
+    ]
     if not paper.results:
         intro.append(Paragraph(NO_PAPER_NOTE, anchor="no-paper-numbers", callout=True))
     sections = (
-        Section("Results by environment", "by-env",
-                tuple(_env_section(e, inputs) for e in env_ids)
-                or (Paragraph("No records yet."),)),
+        Section(
+            "Results by environment",
+            "by-env",
+            tuple(_env_section(e, inputs) for e in env_ids) or (Paragraph("No records yet."),),
+        ),
         _curves_section(env_ids, inputs),
         _generalisation_section(inputs),
         _datascicoding_section(env_ids, inputs),
@@ -616,8 +813,10 @@ def build_model(records: Sequence[dict[str, Any]], paper: PaperResults, *,
         _pairwise_section(env_ids, inputs),
         _provenance_section(inputs),
     )
-    index = {"records": [r["record_id"] for r in inputs.records],
-             "paper_results": len(paper.results),
-             "env_ids": sorted(set(env_ids) | {p["env_id"] for p in paper.results}),
-             "built": built}
+    index = {
+        "records": [r["record_id"] for r in inputs.records],
+        "paper_results": len(paper.results),
+        "env_ids": sorted(set(env_ids) | {p["env_id"] for p in paper.results}),
+        "built": built,
+    }
     return Report(title, tuple(intro), sections, index)

@@ -46,8 +46,11 @@ _SOURCE = {
     "required": ["url", "where"],
     "properties": {"url": _STR, "where": _STR, "reading": _STR},
 }
-_METHOD = {"type": "object", "required": ["agent", "label"],
-           "properties": {"agent": _STR, "label": _STR}}
+_METHOD = {
+    "type": "object",
+    "required": ["agent", "label"],
+    "properties": {"agent": _STR, "label": _STR},
+}
 
 #: JSON Schema of ``paper_results.json`` (version 2).
 PAPER_SCHEMA: dict[str, Any] = {
@@ -100,7 +103,10 @@ PAPER_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["env_id", "label", "features", "samples", "classes", "source"],
                 "properties": {
-                    "env_id": _STR, "label": _STR, "table": _STR, "source": _SOURCE,
+                    "env_id": _STR,
+                    "label": _STR,
+                    "table": _STR,
+                    "source": _SOURCE,
                     "features": {"type": "integer", "minimum": 1},
                     "samples": {"type": "integer", "minimum": 1},
                     "classes": {"type": "integer", "minimum": 2},
@@ -113,10 +119,14 @@ PAPER_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["env_id", "agent", "wall_time_s", "source"],
                 "properties": {
-                    "env_id": _STR, "agent": _STR, "table": _STR, "source": _SOURCE,
+                    "env_id": _STR,
+                    "agent": _STR,
+                    "table": _STR,
+                    "source": _SOURCE,
                     "wall_time_s": {"type": "number", "exclusiveMinimum": 0},
                     "env_steps": {"type": ["integer", "null"]},
-                    "hardware": _STR_OR_NULL, "base_model": _STR_OR_NULL,
+                    "hardware": _STR_OR_NULL,
+                    "base_model": _STR_OR_NULL,
                 },
             },
         },
@@ -126,8 +136,12 @@ PAPER_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["model", "benchmark", "value", "source"],
                 "properties": {
-                    "model": _STR, "agent": _STR, "benchmark": _STR, "table": _STR,
-                    "value": {"type": "number", "minimum": 0, "maximum": 1}, "source": _SOURCE,
+                    "model": _STR,
+                    "agent": _STR,
+                    "benchmark": _STR,
+                    "table": _STR,
+                    "value": {"type": "number", "minimum": 0, "maximum": 1},
+                    "source": _SOURCE,
                 },
             },
         },
@@ -161,13 +175,14 @@ class PaperResults:
         return [r for r in self.results if r.get("layout") == layout]
 
 
-
 def layout_tasks(layout: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(env id, name in the paper)`` of a layout's tasks, in the paper's order (env facts)."""
     from agentbench_poad.registration import env_facts, paper_layout
 
-    return [(env_id, env_facts(env_id).paper_name or env_facts(env_id).task)
-            for env_id in paper_layout(layout["env_facts_table"])]
+    return [
+        (env_id, env_facts(env_id).paper_name or env_facts(env_id).task)
+        for env_id in paper_layout(layout["env_facts_table"])
+    ]
 
 
 def _number(text: str | None) -> float | None:
@@ -193,28 +208,36 @@ def check_paper_data(data: Any, where: str = "paper results") -> PaperResults:
         jsonschema.validate(data, PAPER_SCHEMA)
     except jsonschema.ValidationError as exc:
         path = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
-        raise ValueError(f"{where}: does not match the paper-results schema at {path}: "
-                         f"{exc.message}; see the entry_schema in paper_results.json") from exc
+        raise ValueError(
+            f"{where}: does not match the paper-results schema at {path}: "
+            f"{exc.message}; see the entry_schema in paper_results.json"
+        ) from exc
     layouts = dict(data.get("layouts") or {})
     seen: set[tuple[Any, ...]] = set()
     for i, item in enumerate(data["results"]):
         name = item.get("layout")
         if name is not None:
             if name not in layouts:
-                raise ValueError(f"{where}: results[{i}] names layout {name!r}, which is not in "
-                                 f"`layouts` ({', '.join(layouts) or 'none'}); add it there")
+                raise ValueError(
+                    f"{where}: results[{i}] names layout {name!r}, which is not in "
+                    f"`layouts` ({', '.join(layouts) or 'none'}); add it there"
+                )
             tasks = {env_id for env_id, _ in layout_tasks(layouts[name])}
             if item["env_id"] not in tasks:
-                raise ValueError(f"{where}: results[{i}] is on {item['env_id']}, which the env "
-                                 f"facts do not list in {layouts[name]['env_facts_table']!r} "
-                                 f"(layout {name!r}); fix the env id, or the task table's "
-                                 "paper_tables")
+                raise ValueError(
+                    f"{where}: results[{i}] is on {item['env_id']}, which the env "
+                    f"facts do not list in {layouts[name]['env_facts_table']!r} "
+                    f"(layout {name!r}); fix the env id, or the task table's "
+                    "paper_tables"
+                )
         if "printed" in item:
             number, _, spread = item["printed"].partition(" ± ")
             if _number(number) != item["value"] or _number(spread or None) != item.get("spread"):
-                raise ValueError(f"{where}: results[{i}] prints {item['printed']!r} but holds "
-                                 f"value {item['value']!r}, spread {item.get('spread')!r}; make "
-                                 "them agree")
+                raise ValueError(
+                    f"{where}: results[{i}] prints {item['printed']!r} but holds "
+                    f"value {item['value']!r}, spread {item.get('spread')!r}; make "
+                    "them agree"
+                )
         key = (name, item["env_id"], item["agent"], item["metric"])
         if key in seen:
             raise ValueError(f"{where}: results[{i}] repeats the cell {key}; keep one entry")
@@ -234,8 +257,9 @@ def load_paper(path: Path | str | None = None) -> PaperResults:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc}); fix the file or pass another "
-                         "--paper FILE") from exc
+        raise ValueError(
+            f"{path}: not valid JSON ({exc}); fix the file or pass another --paper FILE"
+        ) from exc
     return check_paper_data(data, str(path))
 
 

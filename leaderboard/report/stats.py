@@ -10,9 +10,14 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240523
 
 
-def bootstrap_difference(a: Sequence[float], b: Sequence[float], *,
-                         resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-                         level: float = 0.95) -> tuple[float, float, float]:
+def bootstrap_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
     """mean(a) - mean(b) and its percentile bootstrap CI (independent resampling, seeded)."""
     a_arr, b_arr = np.asarray(a, float), np.asarray(b, float)
     if a_arr.size == 0 or b_arr.size == 0:
@@ -26,8 +31,9 @@ def bootstrap_difference(a: Sequence[float], b: Sequence[float], *,
     return float(a_arr.mean() - b_arr.mean()), float(low), float(high)
 
 
-def normalised(score: float, random_score: float | None, oracle_score: float | None
-               ) -> float | None:
+def normalised(
+    score: float, random_score: float | None, oracle_score: float | None
+) -> float | None:
     """(score - random) / (oracle - random); None without both anchors or when they coincide."""
     if random_score is None or oracle_score is None:
         return None

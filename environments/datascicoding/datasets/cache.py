@@ -63,8 +63,9 @@ def write_cache(dataset: Dataset, cache_dir: Path | str | None = None) -> Path:
     """Store ``dataset`` (data file, then manifest, each atomically); returns the data path."""
     data_path, manifest_path = cache_paths(dataset.name, cache_dir)
     buffer = io.BytesIO()
-    np.savez(buffer, X=dataset.X, y=dataset.y,
-             feature_names=np.asarray(dataset.feature_names, dtype=str))
+    np.savez(
+        buffer, X=dataset.X, y=dataset.y, feature_names=np.asarray(dataset.feature_names, dtype=str)
+    )
     payload = buffer.getvalue()
     manifest = {
         "format": CACHE_FORMAT,
@@ -98,8 +99,9 @@ def read_cache(spec: DatasetSpec, cache_dir: Path | str | None = None) -> Datase
     except (OSError, ValueError) as exc:
         raise CacheCorrupt(f"{data_path}: unreadable cache entry ({exc})") from exc
     if manifest.get("format") != CACHE_FORMAT:
-        raise CacheCorrupt(f"{manifest_path}: cache format {manifest.get('format')!r}, "
-                           f"expected {CACHE_FORMAT}")
+        raise CacheCorrupt(
+            f"{manifest_path}: cache format {manifest.get('format')!r}, expected {CACHE_FORMAT}"
+        )
     if hashlib.sha256(payload).hexdigest() != manifest.get("sha256"):
         raise CacheCorrupt(f"{data_path}: checksum does not match its manifest")
     try:
@@ -110,8 +112,14 @@ def read_cache(spec: DatasetSpec, cache_dir: Path | str | None = None) -> Datase
         raise CacheCorrupt(f"{data_path}: not a dataset archive ({exc})") from exc
     if X.shape != (manifest.get("rows"), manifest.get("features")) or len(y) != len(X):
         raise CacheCorrupt(f"{data_path}: shape {X.shape} does not match its manifest")
-    return Dataset(spec.name, spec.description, X.astype(np.float64), y.astype(np.int64),
-                   names, str(manifest.get("source", "")))
+    return Dataset(
+        spec.name,
+        spec.description,
+        X.astype(np.float64),
+        y.astype(np.int64),
+        names,
+        str(manifest.get("source", "")),
+    )
 
 
 def read_manifest(name: str, cache_dir: Path | str | None = None) -> dict[str, Any] | None:

@@ -45,8 +45,10 @@ def fetch_dataset(name: str, *, cache_dir: Path | str | None = None) -> Dataset:
     except DatasetUnavailable:
         raise
     except ImportError as exc:
-        reason = (f"the {spec.source.label} client cannot be imported ({exc}; "
-                  f"`pip install agentbench-poad` installs it)")
+        reason = (
+            f"the {spec.source.label} client cannot be imported ({exc}; "
+            f"`pip install agentbench-poad` installs it)"
+        )
         raise DatasetUnavailable(
             f"could not fetch dataset {spec.name!r}: {reason}; {_fix_command(spec)}", reason
         ) from exc

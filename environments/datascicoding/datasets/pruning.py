@@ -88,7 +88,11 @@ class CaafePruning:
         order = np.random.RandomState(FIRST_SHUFFLE_SEED).permutation(len(numeric))
         numeric = numeric.iloc[order[: self.max_rows]].reset_index(drop=True)
         n_classes = numeric[target].nunique()
-        if len(names) > self.max_features or len(numeric) < self.min_rows or n_classes > self.max_classes:
+        if (
+            len(names) > self.max_features
+            or len(numeric) < self.min_rows
+            or n_classes > self.max_classes
+        ):
             raise ValueError(
                 f"CAAFE keeps tables with <= {self.max_features} features, >= {self.min_rows} "
                 f"rows and <= {self.max_classes} classes; this one has {len(names)} features, "
@@ -169,5 +173,11 @@ def prune(spec: DatasetSpec, frame: pd.DataFrame, source: str) -> Dataset:
         _, y = np.unique(np.asarray(labels, dtype=np.float64), return_inverse=True)
     except (TypeError, ValueError):
         _, y = np.unique(np.asarray(labels, dtype=object).astype(str), return_inverse=True)
-    return Dataset(spec.name, spec.description, np.ascontiguousarray(X, dtype=np.float64),
-                   y.astype(np.int64), tuple(names), source)
+    return Dataset(
+        spec.name,
+        spec.description,
+        np.ascontiguousarray(X, dtype=np.float64),
+        y.astype(np.int64),
+        tuple(names),
+        source,
+    )
