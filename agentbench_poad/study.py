@@ -56,6 +56,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentbench_poad.rl.config import preset_for
+
 __all__ = ["EvalTask", "Study", "StudyError", "StudyResult", "TrainCell", "load_study", "run_study"]
 
 #: Keys allowed in each table of a spec (anything else is a typo and an error).
@@ -318,19 +320,14 @@ def load_study(
                         )
                     )
                     continue
-                family = _family(env_id, preset)
-                config_class = algorithm.config_class
-                if family is not None and family not in config_class.PRESETS:
-                    problems.append(
-                        f"{where}: agent {agent!r} has no preset {family!r} (its presets: "
-                        f"{sorted(config_class.PRESETS)}); "
-                        + config_class.UNSUPPORTED.get(family, "check the spelling")
-                    )
-                    continue
                 try:
-                    config_class.preset(family, **overrides)
+                    family = preset_for(algorithm.config_class, env_id, preset)
+                    algorithm.config_class.preset(family, **overrides)
                 except (TypeError, ValueError) as exc:
-                    problems.append(f"{where}: overrides {overrides} for {agent}: {exc}")
+                    problems.append(
+                        f"{where}: {agent} on {env_id} (preset {preset!r}, overrides "
+                        f"{overrides}): {exc}"
+                    )
                     continue
                 budget = group.get("total_steps", budgets.get(env_id))
                 if not isinstance(budget, int) or budget < 1:
@@ -398,12 +395,6 @@ def load_study(
             + "\n".join(f"  - {p}" for p in problems)
         )
     return Study(name, out_dir, records_dir, cells, evals, needs)
-
-
-def _family(env_id: str, preset: str | None) -> str | None:
-    from agentbench_poad.rl.config import family_of
-
-    return family_of(env_id) if preset == "auto" else preset
 
 
 # -- running ------------------------------------------------------------------------------------

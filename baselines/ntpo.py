@@ -28,6 +28,17 @@ class NTPOConfig(PPOConfig):
     and 17 (DataSciCoding).
     """
 
+    intra_gamma: float | None = None
+    """γ_w, the discount between the tokens of one action (the paper's Figure 5 ablation);
+    None is NTPO as defined: γ_w = ``gamma``, every token discounted as an environment step."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.intra_gamma is not None and not 0.0 <= self.intra_gamma <= 1.0:
+            raise ValueError(
+                f"intra_gamma must be in [0, 1] or None (= gamma), got {self.intra_gamma!r}"
+            )
+
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "overcooked": {
             **_COMMON,
@@ -67,10 +78,11 @@ class NTPO(POAD):
     config_class = NTPOConfig
 
     def intra_gamma(self) -> float:
-        """Discount between the tokens of one action: γ, as if each token were a step.
+        """Discount between the tokens of one action: γ (or ``config.intra_gamma``, γ_w).
 
         This is NTPO's only change: POAD's ``compute_advantages`` passes it to
         ``token_level_gae``, so inner tokens get ``δ = γ V^{j+1} − V^j`` and ``γλ`` (REFERENCE_SPEC
         §4.4).
         """
-        return self.config.gamma
+        gamma_w = self.config.intra_gamma
+        return self.config.gamma if gamma_w is None else gamma_w

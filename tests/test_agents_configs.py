@@ -175,3 +175,15 @@ def test_shared_machinery_never_asks_which_algorithm_runs():
     pattern = re.compile(r"""(==|!=|\bin\b)\s*\(?\s*["'](poad|ntpo|twosome)["']""", re.I)
     for module in (advantages, buffer, config, ppo, trainer):
         assert not pattern.search(inspect.getsource(module)), module.__name__
+
+
+def test_ntpo_gamma_w_defaults_to_gamma_and_can_be_set_for_the_ablation():
+    from types import SimpleNamespace
+
+    config = NTPOConfig.preset("overcooked")
+    assert NTPO.intra_gamma(SimpleNamespace(config=config)) == config.gamma == 0.99
+    ablation = NTPOConfig.preset("overcooked", intra_gamma=0.9)
+    assert NTPO.intra_gamma(SimpleNamespace(config=ablation)) == 0.9 and ablation.gamma == 0.99
+    assert NTPOConfig.coerce_overrides({"intra_gamma": "0.95"}) == {"intra_gamma": 0.95}
+    with pytest.raises(ValueError, match="intra_gamma"):
+        NTPOConfig(intra_gamma=1.5)

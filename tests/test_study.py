@@ -102,7 +102,7 @@ def test_bad_spec_is_an_error_before_any_run(tmp_path):
     for needle in [
         "unknown agent 'poadx'",
         "unknown env 'Nope-v0'",
-        "agent 'twosome' has no preset 'fast'",
+        "unknown preset 'fast' for TWOSOMEConfig",
         "duplicate cell poad on Overcooked-TomatoSalad-v0 seed 0",
         "gamma must be in [0, 1]",
         "overrides may not set ['device']",
@@ -119,7 +119,9 @@ def test_twosome_on_datascicoding_is_refused_with_the_reason(tmp_path):
     }
     path = tmp_path / "s.json"
     path.write_text(json.dumps(spec))
-    with pytest.raises(StudyError, match="twosome' has no preset 'datascicoding'"):
+    with pytest.raises(
+        StudyError, match="twosome on DataSciCoding-iris-v0.*train POAD or NTPO there"
+    ):
         load_study(path)
 
 
@@ -271,7 +273,7 @@ def test_committed_grid_spec_has_issue_12s_cells(tmp_path):
         assert [(c.agent, c.env_id) for c in ablation] == [
             ("ntpo", "Overcooked-TomatoSalad-v0")
         ] * 3
-        assert all(c.overrides == {"gamma": gamma} for c in ablation)
+        assert all(c.overrides == {"intra_gamma": gamma} for c in ablation)
     unseen = [t for t in study.evals if "trainedon-VirtualHome-FoodPreparation" in t.key]
     assert len(unseen) == 3 * 6
     assert all(t.episodes == 100 and t.greedy is False for t in unseen)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from agentbench_poad.registration import BENCHMARK_FAMILIES, UnknownEnvError, env_facts
 
-__all__ = ["MINI_PRESETS", "PPOConfig", "family_of", "preset_names"]
+__all__ = ["MINI_PRESETS", "PPOConfig", "family_of", "preset_for", "preset_names"]
 
 
 def family_of(env_id: str) -> str | None:
@@ -65,6 +65,24 @@ MINI_PRESETS["datascicoding"] = {
     "eval_every": 8,
     "eval_episodes": 1,
 }
+
+
+def preset_for(config_class: type[PPOConfig], env_id: str, preset: str | None) -> str | None:
+    """The preset name a run of ``env_id`` uses: ``"auto"`` is the env family's paper preset,
+    ``"mini"`` its CPU preset (``"<family>-mini"``); ids outside the benchmark families get the
+    plain defaults (None) under both; any other name is returned as given.
+
+    Raises:
+        ValueError: the algorithm cannot run the env's family (e.g. TWOSOME on open actions).
+    """
+    if preset not in ("auto", "mini"):
+        return preset
+    family = family_of(env_id)
+    if family is not None and family in config_class.UNSUPPORTED:
+        raise ValueError(config_class.UNSUPPORTED[family])
+    if family is None or family not in config_class.PRESETS:
+        return None
+    return family + (MINI_SUFFIX if preset == "mini" else "")
 
 
 def preset_names(config_class: type[PPOConfig]) -> list[str]:

@@ -44,7 +44,7 @@ import numpy as np
 
 import agentbench_poad.rl.toy  # noqa: F401  (registers the case-study ids)
 from agentbench_poad.evaluation import CellResult, EvaluationRequest, evaluate_cell
-from agentbench_poad.rl.config import MINI_SUFFIX, PPOConfig, family_of
+from agentbench_poad.rl.config import PPOConfig, preset_for
 from agentbench_poad.rl.run_dir import RunDirectory, latest_checkpoint, load_run_config
 
 __all__ = [
@@ -249,22 +249,9 @@ class _Progress:
 def _algorithm_config(
     algorithm: type, env_id: str, preset: str | None, overrides: dict[str, Any]
 ) -> tuple[PPOConfig, str | None]:
-    """The algorithm's config (preset + overrides) and the name of the preset it used.
-
-    ``"auto"`` is the env family's paper preset, ``"mini"`` its CPU preset (``"<family>-mini"``);
-    ids outside the benchmark families get the plain defaults under both.
-    """
-    config_class = algorithm.config_class
-    name = preset
-    if preset in ("auto", "mini"):
-        family = family_of(env_id)
-        if family is not None and family in config_class.UNSUPPORTED:
-            raise ValueError(config_class.UNSUPPORTED[family])
-        if family is None or family not in config_class.PRESETS:
-            name = None
-        else:
-            name = family + (MINI_SUFFIX if preset == "mini" else "")
-    return config_class.preset(name, **overrides), name
+    """The algorithm's config (preset + overrides) and the name of the preset it used."""
+    name = preset_for(algorithm.config_class, env_id, preset)
+    return algorithm.config_class.preset(name, **overrides), name
 
 
 def _check_algorithm(algorithm: Any) -> None:
