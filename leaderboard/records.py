@@ -31,6 +31,8 @@ from agentbench_poad.version import __version__
 
 #: The committed results folder of this checkout / installation.
 DEFAULT_STORE = Path(__file__).resolve().parent / "results"
+#: Sub-folder of a store that holds committed training runs (what trained records evaluate).
+RUNS_DIR = "runs"
 
 
 class RecordWarning(UserWarning):
@@ -180,7 +182,12 @@ def iter_record_files(store: Path | str | None = None) -> list[Path]:
     root = store_path(store)
     if not root.exists():
         return []
-    return sorted(p for p in root.rglob("*.json") if not p.name.startswith("."))
+    # runs/ holds committed training runs (config, checkpoints), not records
+    return sorted(
+        p
+        for p in root.rglob("*.json")
+        if not p.name.startswith(".") and p.relative_to(root).parts[0] != RUNS_DIR
+    )
 
 
 def load_records(store: Path | str | None = None) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ def quickstart(tmp_path_factory):
 def test_quickstart_writes_a_record_per_row_and_the_report(quickstart, capsys):
     records = {r["record_id"]: r for r in load_records(quickstart / "records")}
     agents = {(r["env"]["id"], r["agent"]["name"]) for r in records.values()}
-    for name in ("poad", "ntpo", "twosome", "oracle", "random", "base-greedy"):
+    for name in ("poad", "ntpo", "twosome", "oracle", "random", "base-greedy"):  # --tiny: greedy
         assert (ENV, name) in agents, name
     base = next(r for r in records.values() if r["agent"]["name"] == "base-greedy")
     trained = next(r for r in records.values() if r["agent"]["name"] == "poad")
@@ -110,7 +110,7 @@ def test_full_quickstart(tmp_path):
     rows = {
         r["agent"]["name"]: r for r in load_records(tmp_path / "records") if r["env"]["id"] == ENV
     }
-    assert rows["poad"]["scores"]["mean"] > rows["base-greedy"]["scores"]["mean"]
+    assert rows["poad"]["scores"]["mean"] > rows["base"]["scores"]["mean"]
 
 
 def test_runs_of_two_training_seeds_make_one_record_with_a_spread(quickstart, tmp_path):

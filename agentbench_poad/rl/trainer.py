@@ -395,7 +395,7 @@ def train(
                 point = curve_point(
                     state.env_steps,
                     evaluate_agent(
-                        policy.as_agent(greedy=True),
+                        policy.as_agent(greedy=config.eval_greedy),
                         env_id,
                         episodes=max(config.eval_episodes, 1),
                         seed=seed,
