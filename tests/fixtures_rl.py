@@ -11,6 +11,27 @@ from pathlib import Path
 import pytest
 
 
+def small_overrides(**changes):
+    """Trainer overrides for tests: two envs x three steps, big learning rates, a tiny critic.
+
+    ``changes`` replace or add fields (``eval_every=0``, ``epochs=1`` ...).
+    """
+    values = dict(
+        num_envs=2,
+        rollout_length=3,
+        epochs=2,
+        num_minibatches=2,
+        lr=5e-2,
+        critic_lr=1e-3,
+        critic_hidden_sizes=(16, 16),
+        eval_every=2,
+        eval_episodes=2,
+        target_kl=None,
+    )
+    values.update(changes)
+    return values
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random-init Llama-style model with a byte-level tokenizer, built once per session.

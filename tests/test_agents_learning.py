@@ -12,6 +12,7 @@ from agentbench_poad.baselines import get_algorithm  # noqa: E402
 from agentbench_poad.rl.buffer import RolloutBuffer  # noqa: E402
 from agentbench_poad.rl.toy import CLOSE, OPEN  # noqa: E402
 from agentbench_poad.rl.trainer import build_policy, latest_checkpoint, load_agent, train  # noqa: E402
+from tests.fixtures_rl import small_overrides  # noqa: E402
 
 OVERCOOKED = "Overcooked-TomatoSalad-v0"
 BANDIT = "CaseStudy-MicrowaveClose-v0"  # one step: "close" +1, "open" -1
@@ -19,19 +20,7 @@ AGENTS = ("poad", "ntpo", "twosome")
 
 
 def small(**extra):
-    values = dict(
-        num_envs=2,
-        rollout_length=3,
-        epochs=2,
-        num_minibatches=2,
-        lr=5e-2,
-        critic_lr=1e-3,
-        critic_hidden_sizes=(16, 16),
-        eval_every=0,
-        target_kl=None,
-    )
-    values.update(extra)
-    return values
+    return small_overrides(**{"eval_every": 0, **extra})
 
 
 def overcooked_env_available():

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from agentbench_poad.rl.env_executors import RemoteEnv, make_envs, step_envs
+from tests.fixtures_rl import small_overrides  # noqa: E402
 from tests.test_datascicoding_env import BAD_CODE, GOOD_BODY, LIMITS
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -118,18 +119,7 @@ def test_trainer_with_envs_in_ray_actors_equals_local(tiny_model, tmp_path):
 
     poad = get_algorithm("poad")
 
-    small = dict(
-        num_envs=2,
-        rollout_length=3,
-        epochs=1,
-        num_minibatches=2,
-        lr=5e-2,
-        critic_lr=1e-3,
-        critic_hidden_sizes=(16, 16),
-        eval_every=2,
-        eval_episodes=2,
-        target_kl=None,
-    )
+    small = small_overrides(epochs=1)
 
     def lines(run_dir):
         rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]

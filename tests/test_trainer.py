@@ -17,21 +17,10 @@ from agentbench_poad.rl.trainer import (  # noqa: E402
     load_agent,
     train,
 )
+from tests.fixtures_rl import small_overrides  # noqa: E402
 
 ENV = "CaseStudy-Microwave-v0"
-SMALL = dict(
-    num_envs=2,
-    rollout_length=3,
-    epochs=2,
-    num_minibatches=2,
-    lr=5e-2,
-    critic_lr=1e-3,
-    critic_hidden_sizes=(16, 16),
-    eval_every=2,
-    eval_episodes=2,
-    keep_checkpoints=2,
-    target_kl=None,
-)
+SMALL = small_overrides(keep_checkpoints=2)
 
 
 def lines(run_dir):
