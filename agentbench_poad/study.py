@@ -36,7 +36,8 @@ a bad override: one error listing every problem, before any run starts), then
 1. trains every cell (``<out>/runs/<env>/<agent>[__label]/seed<N>``): a finished run is skipped,
    an interrupted one resumes from its newest checkpoint (the trainer's exact resume: no logged
    step is lost or repeated), a new one starts;
-2. evaluates each (group, agent, env) once all its seeds are trained, on the training env or on
+2. evaluates each (group, agent, env) as soon as all its seeds are trained (evaluation-only
+   agents after the training), on the training env or on
    the group's ``eval_envs`` (generalisation), and writes one leaderboard record per evaluation
    env into ``<records>`` (default ``<out>/records``) with each run's training wall time in
    ``training.run_wall_time_s``. A finished evaluation is skipped.
@@ -578,36 +579,52 @@ def run_study(
                 f"{'resume' if state == 'partial' else 'train '} {cell.agent} "
                 f"{cell.env_id} seed {cell.seed} -> {cell.run_dir}"
             )
+    waiting = []
+    for task in study.evals if evaluate else []:
+        if eval_done(task):
+            result.skipped_evals.append(task.key)
+        else:
+            waiting.append(task)
+
+    def take_ready(trained_only: bool) -> list[EvalTask]:
+        """Pop the waiting evaluations whose runs are all trained (evaluation-only tasks, which
+        need no run, only when ``trained_only`` is False: they go after the training)."""
+        ready = []
+        for task in list(waiting):
+            needed = study.needs.get(task.key, [])
+            if trained_only and not task.run_dirs:
+                continue
+            if all(run_state(c) == "done" for c in study.cells if c.run_dir in needed):
+                waiting.remove(task)
+                ready.append(_on_device(task, device) if device else task)
+                log(f"evaluate {task.key}")
+        return ready
+
     with get_executor(executor, address=address, max_retries=max_retries) as runner:
 
         def failed(job: Any, attempt: int, error: str) -> None:
             log(f"FAILED (attempt {attempt}) {_describe(job)}: {error.splitlines()[0]}")
 
-        for outcome in runner.map(_train_job, todo, on_failure=failed):
+        def run_evals(tasks: list[EvalTask]) -> None:
+            for outcome in runner.map(_eval_job, tasks, on_failure=failed):
+                if outcome.ok:
+                    result.records.append(outcome.value)
+                else:
+                    result.failed.append(outcome.cell.key)
+
+        def trained(outcome: Any) -> None:
             if outcome.ok:
                 result.trained.append(outcome.cell.cell.run_dir)
             else:
                 result.failed.append(outcome.cell.cell.run_dir)
-        if not evaluate:
-            return result
-        ready = []
-        for task in study.evals:
-            if eval_done(task):
-                result.skipped_evals.append(task.key)
-            elif all(
-                run_state(c) == "done"
-                for c in study.cells
-                if c.run_dir in study.needs.get(task.key, [])
-            ):
-                ready.append(task)
-                log(f"evaluate {task.key}")
-        if device:  # evaluation-only base-model agents run on the same device
-            ready = [_on_device(t, device) for t in ready]
-        for outcome in runner.map(_eval_job, ready, on_failure=failed):
-            if outcome.ok:
-                result.records.append(outcome.value)
-            else:
-                result.failed.append(outcome.cell.key)
+            # A record is written as soon as its runs are trained, not after the whole grid:
+            # a long study stopped midway keeps every record it could already make.
+            if evaluate:
+                run_evals(take_ready(trained_only=True))
+
+        runner.map(_train_job, todo, on_result=trained, on_failure=failed)
+        if evaluate:
+            run_evals(take_ready(trained_only=False))
     return result
 
 

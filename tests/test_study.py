@@ -166,6 +166,30 @@ def test_study_trains_evaluates_and_skips_what_is_done(tiny_model, tmp_path):
     assert metric_lines(out / "runs" / ENV / "poad" / "seed0") == lines
 
 
+def test_each_record_is_written_as_soon_as_its_runs_are_trained(tiny_model, tmp_path):
+    """POAD's record exists before NTPO's run starts; evaluation-only agents come last."""
+    spec = write_spec(
+        tmp_path / "s.json",
+        tiny_model,
+        extra_groups=[
+            {"agents": ["ntpo"], "envs": [ENV], "overrides": SMALL},
+            {"agents": [RANDOM], "envs": [ENV]},
+        ],
+    )
+    out = tmp_path / "out"
+    result = run_study(spec, out=out, log=lambda line: None)
+    assert result.failed == [] and len(result.records) == 3
+    written = {
+        json.loads(Path(p).read_text())["agent"]["name"]: Path(p).stat().st_mtime_ns
+        for p in result.records
+    }
+    runs = out / "runs" / ENV
+    ntpo_started = (runs / "ntpo" / "seed0" / "config.json").stat().st_mtime_ns
+    ntpo_trained = (runs / "ntpo" / "seed0" / "learning_curve.json").stat().st_mtime_ns
+    assert written["poad"] < ntpo_started
+    assert written["ntpo"] < written["random"] and ntpo_trained < written["random"]
+
+
 def test_larger_budget_resumes_the_finished_runs(tiny_model, tmp_path):
     out = tmp_path / "out"
     run_study(
