@@ -23,6 +23,11 @@ A *cell* is one (agent, env id, seed) with ``episodes`` episodes. The rules:
 * **Score** (the board's metric). Restricted-action envs: the undiscounted return. Open-action
   envs: the reward of the final step when that attempt ran (reward >= 0; DataSciCoding's ROC AUC
   of the final code), else 0.0.
+* **Discounted return** (logged beside the score, never scored). ``sum_t γ^t r_t`` over the
+  episode's decisions ``t = 0, 1, 2, ...`` (one ``env.step`` per agent action), with ``γ`` the
+  env's protocol discount (:attr:`agentbench_poad.registration.EnvFacts.discount`: the γ of the
+  family's paper preset, e.g. 0.95 for VirtualHome, the discount of the paper's Table 1) unless
+  the request names another. An env without a protocol discount logs none (None).
 * **Deadline.** With ``action_timeout`` every ``act`` / ``act_batch`` / ``reset`` call runs in a
   worker thread with that deadline (one long-lived daemon worker per calling thread). An agent
   that raises, returns a non-string or misses the deadline ends its episode(s) as *failed* with the
@@ -62,6 +67,7 @@ __all__ = [
     "EpisodeResult",
     "EvaluationRequest",
     "call_with_deadline",
+    "env_discount",
     "env_rules",
     "evaluate_cell",
     "reset_seed",
@@ -97,6 +103,20 @@ def env_rules(env_id: str, open_action: bool) -> tuple[str, str]:
     if open_action:
         return "final_auc", "final code ran (reward >= 0)"
     return "return", "info['success'] if reported, else return > 0"
+
+
+def env_discount(env_id: str) -> float | None:
+    """The evaluation protocol's discount γ of an env id, or None when it has none.
+
+    Read from :func:`agentbench_poad.env_facts` (``EnvFacts.discount``, set per family at
+    registration); ids of other packages and unregistered ids have none.
+    """
+    from agentbench_poad.registration import env_facts
+
+    try:
+        return env_facts(env_id).discount
+    except KeyError:
+        return None
 
 
 class AgentTimeout(Exception):
@@ -179,6 +199,8 @@ class EvaluationRequest:
         env_kwargs: extra ``gym.make`` arguments.
         action_timeout: per-call deadline in seconds (None: no thread, no deadline).
         batch_size: episodes an ``act_batch`` agent plays in lockstep (None: all of the cell's).
+        discount: the γ of the logged discounted return (None: the env's protocol discount,
+            :func:`env_discount`); it never changes what is played or scored.
     """
 
     agent: Any
@@ -190,6 +212,7 @@ class EvaluationRequest:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     action_timeout: float | None = 60.0
     batch_size: int | None = None
+    discount: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
@@ -214,6 +237,12 @@ class EvaluationRequest:
             raise ValueError(
                 f"action_timeout must be > 0 seconds or None, got {self.action_timeout!r}"
             )
+        if self.discount is not None and (
+            isinstance(self.discount, bool)
+            or not isinstance(self.discount, int | float)
+            or not 0.0 <= self.discount <= 1.0
+        ):
+            raise ValueError(f"discount must be a number in [0, 1] or None, got {self.discount!r}")
         object.__setattr__(self, "agent_kwargs", MappingProxyType(dict(self.agent_kwargs)))
         object.__setattr__(self, "env_kwargs", MappingProxyType(dict(self.env_kwargs)))
 
@@ -230,6 +259,7 @@ class EvaluationRequest:
                 dict(self.env_kwargs),
                 self.action_timeout,
                 self.batch_size,
+                self.discount,
             ),
         )
 
@@ -240,7 +270,12 @@ def _rebuild_request(*args: Any) -> EvaluationRequest:
 
 @dataclass(frozen=True)
 class EpisodeResult:
-    """One played episode (its record entry is :meth:`to_entry`)."""
+    """One played episode (its record entry is :meth:`to_entry`).
+
+    ``discounted_return`` is ``sum_t γ^t r_t`` over its decisions (see the module doc), or None
+    when no discount applied (an env without a protocol discount, or an entry of a record made
+    before episodes logged it).
+    """
 
     index: int
     reset_seed: int
@@ -252,6 +287,7 @@ class EpisodeResult:
     reason: str | None = None
     final_code: str | None = None
     open_action: bool = False
+    discounted_return: float | None = None
 
     def to_entry(self) -> dict[str, Any]:
         """The episode as a run record stores it."""
@@ -259,6 +295,7 @@ class EpisodeResult:
             "index": self.index,
             "reset_seed": self.reset_seed,
             "return": self.episode_return,
+            "discounted_return": self.discounted_return,
             "length": self.length,
             "failed": self.failed,
             "reason": self.reason,
@@ -271,7 +308,8 @@ class EpisodeResult:
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> EpisodeResult:
-        """Inverse of :meth:`to_entry`."""
+        """Inverse of :meth:`to_entry`; an entry without ``discounted_return`` gives None."""
+        discounted = entry.get("discounted_return")
         return cls(
             index=int(entry["index"]),
             reset_seed=int(entry["reset_seed"]),
@@ -283,12 +321,16 @@ class EpisodeResult:
             reason=entry.get("reason"),
             final_code=entry.get("final_code"),
             open_action="final_code" in entry,
+            discounted_return=None if discounted is None else float(discounted),
         )
 
 
 @dataclass(frozen=True)
 class CellResult:
-    """The episodes of one cell, in index order, and what the board needs to name the agent."""
+    """The episodes of one cell, in index order, and what the board needs to name the agent.
+
+    ``discount`` is the γ of the episodes' discounted returns (None: none was logged).
+    """
 
     env_id: str
     seed: int
@@ -300,6 +342,7 @@ class CellResult:
     agent_version: str
     batch_size: int
     wall_time_s: float = 0.0
+    discount: float | None = None
 
     @property
     def returns(self) -> list[float]:
@@ -319,6 +362,14 @@ class CellResult:
         return _mean([float(e.success) for e in self.episodes])
 
     @property
+    def mean_discounted_return(self) -> float | None:
+        """Mean discounted return over the episodes; None if any episode lacks one."""
+        values = [e.discounted_return for e in self.episodes]
+        if not values or any(v is None for v in values):
+            return None
+        return _mean(values)
+
+    @property
     def failed_episodes(self) -> int:
         return sum(e.failed for e in self.episodes)
 
@@ -328,6 +379,7 @@ class CellResult:
             "seed": self.seed,
             "score": self.score,
             "mean_return": self.mean_return,
+            "mean_discounted_return": self.mean_discounted_return,
             "success_rate": self.success_rate,
             "failed_episodes": self.failed_episodes,
             "episodes": [e.to_entry() for e in self.episodes],
@@ -367,6 +419,7 @@ def evaluate_cell(
     done = dict(done or {})
     source = load_factory(request.agent) if isinstance(request.agent, str) else request.agent
     factory, rebuildable = agent_factory(source, dict(request.agent_kwargs))
+    discount = request.discount if request.discount is not None else env_discount(request.env_id)
     envs = [_make_env(request.env_id, request.env_kwargs)]
     results: dict[int, EpisodeResult] = {}
     try:
@@ -382,7 +435,13 @@ def evaluate_cell(
             while len(envs) < len(indices):
                 envs.append(_make_env(request.env_id, request.env_kwargs))
             played, hung = _play_batch(
-                envs[: len(indices)], agent, request.seed, indices, batched, request.action_timeout
+                envs[: len(indices)],
+                agent,
+                request.seed,
+                indices,
+                batched,
+                request.action_timeout,
+                discount,
             )
             for episode in played:
                 results[episode.index] = episode
@@ -407,6 +466,7 @@ def evaluate_cell(
         agent_version=agent_version(agent),
         batch_size=size,
         wall_time_s=time.perf_counter() - started,
+        discount=discount,
     )
 
 
@@ -419,7 +479,9 @@ class _Running:
     observation: str
     info: dict[str, Any]
     open_action: bool
+    discount: float | None = None
     total: float = 0.0
+    discounted: float = 0.0
     length: int = 0
     last_reward: float | None = None
     last_action: str | None = None
@@ -451,6 +513,7 @@ class _Running:
             reason=self.reason,
             final_code=self.last_action if self.open_action else None,
             open_action=self.open_action,
+            discounted_return=None if self.discount is None else self.discounted,
         )
 
 
@@ -461,8 +524,11 @@ def _play_batch(
     indices: Sequence[int],
     batched: bool,
     timeout: float | None,
+    discount: float | None = None,
 ) -> tuple[list[EpisodeResult], bool]:
     """Play episodes ``indices`` in lockstep, one env each; never raises for agent faults.
+
+    ``discount``: the γ of each episode's discounted return (None: not logged).
 
     Returns the episodes and whether a call hung (missed its deadline).
     """
@@ -484,6 +550,7 @@ def _play_batch(
             observation,
             info,
             open_action=info.get("available_actions") is None,
+            discount=discount,
         )
         if reset_fault is not None:
             state.fail(reset_fault)
@@ -520,6 +587,8 @@ def _play_batch(
                 state.fail(f"environment raised {type(exc).__name__}: {exc}")
                 continue
             state.total += float(reward)
+            if state.discount is not None:  # decision t = state.length: γ^t r_t
+                state.discounted += state.discount**state.length * float(reward)
             state.length += 1
             state.last_reward, state.last_action = float(reward), action
             state.observation, state.info = observation, info

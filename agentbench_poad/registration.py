@@ -3,12 +3,12 @@
 Gymnasium 1.x practice, as Minigrid and Gymnasium itself do it: importing the package registers
 every id (``import agentbench_poad``, or ``gym.make("agentbench_poad:<id>")``, which makes
 gymnasium import the package first). Each family calls :func:`register_family` once with its
-:class:`EnvFamily` (entry point, version, metric, success rule) and its tasks as rows
-(:class:`TaskRow`: the entry point's ``kwargs`` plus the paper facts); nothing is patched in
-gymnasium and nothing runs at ``import gymnasium``.
+:class:`EnvFamily` (entry point, version, metric, success rule, protocol discount) and its tasks
+as rows (:class:`TaskRow`: the entry point's ``kwargs`` plus the paper facts); nothing is patched
+in gymnasium and nothing runs at ``import gymnasium``.
 
-:func:`env_facts` answers "which family, task, version, metric ... is this id?" from what
-:func:`register_family` recorded, so no caller splits id strings.
+:func:`env_facts` answers "which family, task, version, metric, discount ... is this id?" from
+what :func:`register_family` recorded, so no caller splits id strings.
 
 This module imports gymnasium and nothing heavy: families pass their task tables in; engines are
 imported by gymnasium only when an env is made.
@@ -75,6 +75,11 @@ class EnvFamily:
         metric: the leaderboard's episode score: ``"return"`` (episodic return) or
             ``"final_auc"`` (the reward of the final step: DataSciCoding's final-code ROC AUC).
         success_rule: how the leaderboard decides that an episode succeeded (record text).
+        discount: the evaluation protocol's discount γ of the family: records log each
+            episode's discounted return ``sum_t γ^t r_t`` over decisions (one ``env.step`` per
+            agent action). It is the γ of the family's paper preset (Appendix J), which the
+            agents' presets read from here. None: the family has no protocol discount (records
+            then log no discounted return).
     """
 
     name: str
@@ -84,6 +89,7 @@ class EnvFamily:
     actions: Literal["restricted", "open"] = "restricted"
     metric: Literal["return", "final_auc"] = "return"
     success_rule: str = SUCCESS_RESTRICTED
+    discount: float | None = None
 
     def __post_init__(self) -> None:
         if self.actions not in ("restricted", "open"):
@@ -92,6 +98,12 @@ class EnvFamily:
             raise ValueError(f"metric must be 'return' or 'final_auc', got {self.metric!r}")
         if not isinstance(self.version, int) or self.version < 0:
             raise ValueError(f"version must be an int >= 0, got {self.version!r}")
+        if self.discount is not None and (
+            isinstance(self.discount, bool)
+            or not isinstance(self.discount, int | float)
+            or not 0.0 <= self.discount <= 1.0
+        ):
+            raise ValueError(f"discount must be a number in [0, 1] or None, got {self.discount!r}")
         if "-" in self.id_prefix or not self.id_prefix:
             raise ValueError(
                 f"id_prefix must be a non-empty word without '-', got {self.id_prefix!r}"
@@ -141,6 +153,8 @@ class EnvFacts:
         kwargs: the registered keyword arguments (read-only).
         max_episode_steps: the registered time limit, or None.
         registered_by_family: True for ids registered through :func:`register_family`.
+        discount: the evaluation protocol's discount γ (:attr:`EnvFamily.discount`), or None
+            when the family has none or is unknown (an external id).
     """
 
     env_id: str
@@ -157,6 +171,7 @@ class EnvFacts:
     kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
     max_episode_steps: int | None = None
     registered_by_family: bool = True
+    discount: float | None = None
 
     @property
     def open_action(self) -> bool | None:
@@ -237,6 +252,7 @@ def register_family(family: EnvFamily, tasks: Iterable[TaskRow]) -> tuple[str, .
             entry_point=family.entry_point,
             kwargs=MappingProxyType(dict(kwargs)),
             max_episode_steps=row.max_episode_steps,
+            discount=family.discount,
         )
     return tuple(ids)
 
@@ -254,7 +270,7 @@ def env_facts(env_id: str) -> EnvFacts:
     registration recorded. An id registered some other way (say a test's toy env, or
     ``FrozenLake-v1``) still gets facts from its gymnasium spec: its namespace (else
     ``"external"``) as family, its name as task, its version, and None where only the env
-    can tell (actions, metric, success rule).
+    can tell (actions, metric, success rule) or no family states it (the protocol discount).
 
     Args:
         env_id: a gymnasium id, with or without gymnasium's ``module:`` prefix.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from agentbench_poad.baselines.poad import _COMMON, POAD
+from agentbench_poad.baselines.poad import _COMMON, _GAMMA, POAD
 from agentbench_poad.rl.config import PPOConfig
 
 __all__ = ["NTPO", "NTPOConfig"]
@@ -44,7 +44,7 @@ class NTPOConfig(PPOConfig):
             **_COMMON,
             "lr": 5e-7,
             "critic_lr": 1e-5,
-            "gamma": 0.99,
+            "gamma": _GAMMA["overcooked"],
             "entropy_coef": 0.01,
             "epochs": 5,
             "num_minibatches": 4,
@@ -53,7 +53,7 @@ class NTPOConfig(PPOConfig):
             **_COMMON,
             "lr": 1e-6,
             "critic_lr": 5e-5,
-            "gamma": 0.95,
+            "gamma": _GAMMA["virtualhome"],
             "entropy_coef": 0.01,
             "epochs": 5,
             "num_minibatches": 2,
@@ -62,7 +62,7 @@ class NTPOConfig(PPOConfig):
             **_COMMON,
             "lr": 1e-6,
             "critic_lr": 5e-5,
-            "gamma": 0.95,
+            "gamma": _GAMMA["datascicoding"],
             "entropy_coef": 0.01,
             "epochs": 1,
             "num_minibatches": 4,

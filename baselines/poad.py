@@ -29,6 +29,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from agentbench_poad.environments.datascicoding.registration import FAMILY as DATASCICODING
+from agentbench_poad.environments.overcooked.registration import FAMILY as OVERCOOKED
+from agentbench_poad.environments.virtualhome.registration import FAMILY as VIRTUALHOME
 from agentbench_poad.rl.advantages import token_level_gae
 from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
 from agentbench_poad.rl.config import PPOConfig
@@ -47,6 +50,9 @@ _COMMON = {
     "target_kl": 0.02,
     "lam": 0.95,
 }
+#: γ per family: the env facts' protocol discount (EnvFamily.discount), which is the paper
+#: preset's γ, so that the presets and the evaluation's discounted return share one number.
+_GAMMA = {family.name: family.discount for family in (OVERCOOKED, VIRTUALHOME, DATASCICODING)}
 
 
 @dataclass
@@ -62,7 +68,7 @@ class POADConfig(PPOConfig):
             **_COMMON,
             "lr": 5e-7,
             "critic_lr": 1e-5,
-            "gamma": 0.99,
+            "gamma": _GAMMA["overcooked"],
             "entropy_coef": 0.01,
             "epochs": 5,
             "num_minibatches": 2,
@@ -71,7 +77,7 @@ class POADConfig(PPOConfig):
             **_COMMON,
             "lr": 1e-6,
             "critic_lr": 5e-5,
-            "gamma": 0.95,
+            "gamma": _GAMMA["virtualhome"],
             "entropy_coef": 1e-4,
             "epochs": 5,
             "num_minibatches": 2,
@@ -80,7 +86,7 @@ class POADConfig(PPOConfig):
             **_COMMON,
             "lr": 1e-6,
             "critic_lr": 5e-5,
-            "gamma": 0.95,
+            "gamma": _GAMMA["datascicoding"],
             "entropy_coef": 0.01,
             "epochs": 1,
             "num_minibatches": 4,

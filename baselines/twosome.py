@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from agentbench_poad.baselines.poad import _COMMON
+from agentbench_poad.baselines.poad import _COMMON, _GAMMA
 from agentbench_poad.rl.advantages import action_level_gae
 from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
 from agentbench_poad.rl.config import PPOConfig
@@ -48,7 +48,7 @@ class TWOSOMEConfig(PPOConfig):
             **_COMMON,
             "lr": 5e-7,
             "critic_lr": 1e-5,
-            "gamma": 0.99,
+            "gamma": _GAMMA["overcooked"],
             "entropy_coef": 0.01,
             "epochs": 1,
             "num_minibatches": 4,
@@ -57,7 +57,7 @@ class TWOSOMEConfig(PPOConfig):
             **_COMMON,
             "lr": 1e-6,
             "critic_lr": 5e-5,
-            "gamma": 0.95,
+            "gamma": _GAMMA["virtualhome"],
             "entropy_coef": 0.01,
             "epochs": 1,
             "num_minibatches": 4,

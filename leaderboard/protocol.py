@@ -12,6 +12,10 @@ states the rules the board shares with the trainer's learning curves:
   code, i.e. the last step's reward when that attempt ran (reward >= 0), else 0.0;
 * success is ``info["success"]`` when the env reports it, else ``return > 0`` (restricted; the
   paper's VirtualHome rule) or "the final code ran" (open);
+* every episode also logs its discounted return ``sum_t γ^t r_t`` over decisions, with ``γ`` the
+  env's protocol discount (``env_facts(id).discount``: 0.95 for VirtualHome, the discount of the
+  paper's Table 1); the record states it as ``protocol.discount`` (null: the env has none) and
+  each seed's ``mean_discounted_return``. It is reported, never scored;
 * agents that raise, return a non-string or miss the per-action deadline (``action_timeout``)
   fail their episode with the reason recorded; the evaluation goes on.
 
@@ -396,6 +400,14 @@ def build_record(
             f"the cells ({[(c.env_id, c.seed) for c in cells]}) are not the plan's "
             f"seeds {list(plan.seeds)} on {env_id}"
         )
+    # A cell read back from before episodes logged a discounted return states none (its seed's
+    # mean_discounted_return is then null); the others must agree on one γ.
+    discounts = sorted({cell.discount for cell in cells if cell.discount is not None})
+    if len(discounts) > 1:
+        raise ValueError(
+            f"the cells of {env_id} log discounted returns with different discounts "
+            f"({discounts}); one record states one discount"
+        )
     name = agent_name or provenance.agent_name or cells[0].agent_name
     first = next((cell for cell in cells if cell.open_action), cells[0])
     metric, spec = first.metric, plan.spec
@@ -425,6 +437,7 @@ def build_record(
             "greedy": provenance.greedy,
             "reset_seed_rule": RESET_SEED_RULE,
             "batch_size": first.batch_size,
+            "discount": discounts[0] if discounts else None,
         },
         scores={"metric": metric, **summarize_seeds(per_seed), "per_seed": per_seed},
         learning_curve=provenance.learning_curve,

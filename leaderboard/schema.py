@@ -7,7 +7,9 @@ newer than this package, or whose ``kind`` is not ours, is refused with a messag
 
 Version history:
 
-* ``1`` -- first version.
+* ``1`` -- first version. Added later as optional fields (records without them stay valid):
+  ``protocol.discount`` (the γ of the discounted returns), each episode's ``discounted_return``
+  and each seed's ``mean_discounted_return`` (null when not logged).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ _EPISODE = {
         "index": {"type": "integer", "minimum": 0},
         "reset_seed": {"type": "integer"},
         "return": {"type": "number"},
+        "discounted_return": _NUMBER_OR_NULL,
         "score": {"type": "number"},
         "success": {"type": "boolean"},
         "length": {"type": "integer", "minimum": 0},
@@ -47,6 +50,7 @@ _SEED_SCORE = {
         "seed": {"type": "integer"},
         "score": {"type": "number"},
         "mean_return": {"type": "number"},
+        "mean_discounted_return": _NUMBER_OR_NULL,
         "success_rate": {"type": "number", "minimum": 0, "maximum": 1},
         "failed_episodes": {"type": "integer", "minimum": 0},
         "episodes": {"type": "array", "items": _EPISODE},
@@ -131,6 +135,7 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "greedy": {"type": ["boolean", "null"]},
                 "reset_seed_rule": {"type": "string"},
                 "batch_size": {"type": "integer", "minimum": 1},
+                "discount": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
             },
         },
         "scores": {

@@ -141,12 +141,36 @@ def test_register_family_registers_rows_and_is_idempotent():
         ({"metric": "auc"}, "metric"),
         ({"version": -1}, "version"),
         ({"id_prefix": "Two-Words"}, "id_prefix"),
+        ({"discount": 1.5}, "discount"),
+        ({"discount": True}, "discount"),
     ],
 )
 def test_env_family_is_validated(kwargs, match):
     fields = {"name": "x", "id_prefix": "X", "entry_point": "m:C", **kwargs}
     with pytest.raises(ValueError, match=match):
         EnvFamily(**fields)
+
+
+def test_the_protocol_discount_is_family_data_that_the_presets_read():
+    """One γ per family: the env facts state it, every algorithm's paper preset uses it."""
+    pytest.importorskip("torch")
+    from agentbench_poad.baselines import ALGORITHMS, get_algorithm
+
+    for env_id in registered_ids():
+        facts = env_facts(env_id)
+        assert facts.discount is not None and 0.0 < facts.discount <= 1.0, env_id
+        assert facts.discount == env_facts(registered_ids(facts.family)[0]).discount
+    checked = 0
+    for name in ALGORITHMS:
+        config_class = get_algorithm(name).config_class
+        for family, preset in config_class.PRESETS.items():
+            discount = env_facts(registered_ids(family)[0]).discount
+            assert preset["gamma"] == config_class.preset(family).gamma == discount
+            checked += 1
+    assert checked == 8  # POAD and NTPO on the three families, TWOSOME on two
+    # the discount of the paper's Table 1 (VirtualHome generalisation) is its preset's γ
+    assert {env_facts(i).discount for i in paper_layout("Table 1")} == {0.95}
+    assert env_facts("FrozenLake-v1").discount is None  # no family states one
 
 
 def test_paper_layout_follows_the_task_tables():

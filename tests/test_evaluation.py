@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import zlib
 
@@ -147,6 +148,105 @@ def test_the_runner_agrees_with_a_plain_loop_for_any_batching(
         assert max(agent.calls) <= result.batch_size
 
 
+RANDOM_SPEC = "agentbench_poad.baselines.random:RandomAgent"
+
+
+def emitted_rewards(env_id: str, seed: int, index: int) -> list[float]:
+    """The rewards a real env emits to the random agent in episode ``index`` of seed ``seed``,
+    played by hand: the agent reseeded with the episode's reset seed (a batch of one)."""
+    from agentbench_poad.baselines.random import RandomAgent
+
+    agent = RandomAgent(seed=seed)
+    agent.reset(seed=seed * 100000 + index)
+    env = gym.make(env_id)
+    observation, info = env.reset(seed=seed * 100000 + index)
+    rewards = []
+    while True:
+        action = agent.act(observation, info["available_actions"])
+        observation, reward, terminated, truncated, info = env.step(action)
+        rewards.append(float(reward))
+        if terminated or truncated:
+            break
+    env.close()
+    return rewards
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    env_id=st.sampled_from(["Overcooked-TomatoSalad-v0", "VirtualHome-Cheese-v0"]),
+    seed=st.integers(0, 30),
+    episodes=st.integers(1, 3),
+    gamma=st.one_of(st.none(), st.floats(0.0, 1.0, allow_nan=False)),
+)
+def test_the_discounted_return_is_a_plain_loop_over_the_emitted_rewards(
+    env_id, seed, episodes, gamma
+):
+    """sum_t γ^t r_t over decisions, γ the request's or else the env facts' protocol discount."""
+    from agentbench_poad.registration import env_facts
+
+    result = evaluate_cell(
+        EvaluationRequest(
+            agent=RANDOM_SPEC,
+            env_id=env_id,
+            seed=seed,
+            episodes=episodes,
+            action_timeout=None,
+            discount=gamma,
+        )
+    )
+    used = env_facts(env_id).discount if gamma is None else gamma
+    assert used is not None and result.discount == used
+    for episode in result.episodes:
+        rewards = emitted_rewards(env_id, seed, episode.index)
+        total, discounted = 0.0, 0.0
+        for t, reward in enumerate(rewards):
+            total += reward
+            discounted += used**t * reward
+        assert episode.length == len(rewards)  # the runner played the same episode
+        assert episode.episode_return == total
+        assert episode.discounted_return == pytest.approx(discounted, rel=1e-12, abs=1e-12)
+        entry = episode.to_entry()
+        assert entry["discounted_return"] == episode.discounted_return
+        assert EpisodeResult.from_entry(entry) == episode
+    values = [e.discounted_return for e in result.episodes]
+    seed_entry = result.seed_entry()
+    assert seed_entry["mean_discounted_return"] == pytest.approx(sum(values) / len(values))
+
+
+def test_an_env_without_a_protocol_discount_logs_none():
+    """The corridor is registered without a family: no γ, so no discounted return."""
+    result = evaluate_cell(
+        EvaluationRequest(agent=HashAgent(), env_id=CORRIDOR_ID, episodes=2, action_timeout=None)
+    )
+    assert result.discount is None
+    assert [e.discounted_return for e in result.episodes] == [None, None]
+    assert result.seed_entry()["mean_discounted_return"] is None
+    with_gamma = evaluate_cell(
+        EvaluationRequest(
+            agent=HashAgent(), env_id=CORRIDOR_ID, episodes=2, action_timeout=None, discount=0.5
+        )
+    )
+    assert all(e.discounted_return is not None for e in with_gamma.episodes)
+    assert [e.episode_return for e in with_gamma.episodes] == result.returns  # never scored
+
+
+def test_old_episode_entries_load_without_a_discounted_return():
+    result = evaluate_cell(
+        EvaluationRequest(agent=RANDOM_SPEC, env_id="VirtualHome-Cheese-v0", episodes=2)
+    )
+    assert result.seed_entry()["mean_discounted_return"] is not None
+    old_entries = []
+    for episode in result.episodes:
+        entry = episode.to_entry()
+        del entry["discounted_return"]  # as records made before it was logged
+        old = EpisodeResult.from_entry(entry)
+        assert old.discounted_return is None
+        assert old == dataclasses.replace(episode, discounted_return=None)
+        old_entries.append(old)
+    mixed = dataclasses.replace(result, episodes=(old_entries[0], *result.episodes[1:]))
+    assert mixed.seed_entry()["mean_discounted_return"] is None  # one episode lacks it
+
+
 class PaidFailureEnv(TextEnv):
     """One step: reward +1 but ``info["success"] = False`` (the env's verdict beats the return)."""
 
@@ -279,6 +379,8 @@ def test_requests_and_results_pickle_and_replay_the_same():
         ({"batch_size": 0}, "batch_size"),
         ({"action_timeout": 0}, "action_timeout"),
         ({"seed": 1.5}, "seed"),
+        ({"discount": 1.01}, "discount"),
+        ({"discount": -0.1}, "discount"),
     ],
 )
 def test_bad_requests_are_refused_with_the_field_named(bad, match):
@@ -357,6 +459,32 @@ def test_cells_played_apart_assemble_into_the_same_record():
     assert apart["scores"] == together["scores"] and apart["protocol"] == together["protocol"]
     with pytest.raises(ValueError, match="not the plan's"):
         build_record(plan, CORRIDOR_ID, cells[::-1])
+
+
+def test_the_record_states_the_discount_of_its_cells():
+    from agentbench_poad.leaderboard.protocol import EvaluationPlan, build_record
+    from agentbench_poad.registration import env_facts
+
+    env_id = "VirtualHome-Cheese-v0"
+    plan = EvaluationPlan(agent=RANDOM_SPEC, env_ids=(env_id,), seeds=(0, 1), episodes=2)
+    cells = [evaluate_cell(plan.cell(env_id, seed)) for seed in plan.seeds]
+    record = build_record(plan, env_id, cells)
+    assert record["protocol"]["discount"] == env_facts(env_id).discount == cells[0].discount
+    assert [s["mean_discounted_return"] for s in record["scores"]["per_seed"]] == [
+        c.mean_discounted_return for c in cells
+    ]
+    # a cell read back from before episodes logged it states no discount: its seed's mean is null
+    old = dataclasses.replace(
+        cells[1],
+        discount=None,
+        episodes=tuple(dataclasses.replace(e, discounted_return=None) for e in cells[1].episodes),
+    )
+    mixed = build_record(plan, env_id, [cells[0], old])
+    assert mixed["protocol"]["discount"] == cells[0].discount
+    assert mixed["scores"]["per_seed"][1]["mean_discounted_return"] is None
+    other = evaluate_cell(dataclasses.replace(plan.cell(env_id, 1), discount=0.5))
+    with pytest.raises(ValueError, match="different discounts"):
+        build_record(plan, env_id, [cells[0], other])
 
 
 def test_evaluate_cli_batch_size_is_recorded_and_checked(tmp_path, capsys):

@@ -259,6 +259,48 @@ def test_discounted_return_is_used_when_records_log_it(committed, shipped):
     assert "undiscounted" not in returns.caption
 
 
+def test_table1_cells_show_the_discounted_return_records_log(shipped):
+    """A new record logs discounted returns: its Table 1 cell shows them, unmarked; the same
+    record without them (as made before) falls back to the undiscounted return, marked."""
+    from agentbench_poad.leaderboard import evaluate
+
+    new = evaluate(
+        "agentbench_poad.baselines.oracle:make_oracle",
+        "VirtualHome-Cheese-v0",
+        seeds=[0, 1, 2],
+        episodes=3,
+    )[0]
+    seed_means = []
+    for s in new["scores"]["per_seed"]:
+        values = [e["discounted_return"] for e in s["episodes"]]
+        seed_means.append(sum(values) / len(values))
+        assert s["mean_discounted_return"] == pytest.approx(seed_means[-1])
+    mean, se = mean_stderr(seed_means)
+    returns, _ = build_model([new], shipped, built=BUILT).section("generalization").tables()
+    column = returns.header.index("Cheese")
+    assert returns.row("oracle").cells[column] == f"{mean:.3f} ± {se:.3f}"
+    assert mean < new["scores"]["mean"]  # the oracle's reward comes late: γ^t < 1 shows
+    assert "undiscounted" not in returns.caption
+    assert f"γ = {new['protocol']['discount']:g}" in returns.caption
+
+    old = copy.deepcopy(new)
+    old["record_id"] = "VirtualHome-Pizza-v0__oracle"
+    old["env"]["id"] = old["config"]["env_id"] = "VirtualHome-Pizza-v0"
+    del old["protocol"]["discount"]
+    for s in old["scores"]["per_seed"]:
+        del s["mean_discounted_return"]
+        for e in s["episodes"]:
+            del e["discounted_return"]
+    returns, _ = build_model([new, old], shipped, built=BUILT).section("generalization").tables()
+    row = returns.row("oracle")
+    assert row.cells[column] == f"{mean:.3f} ± {se:.3f}"  # the new record: still discounted
+    sc = old["scores"]
+    assert row.cells[returns.header.index("Pizza")] == (
+        f"{sc['mean']:.3f} ± {sc['stderr']:.3f} (undiscounted)"
+    )
+    assert "Cells marked (undiscounted)" in returns.caption
+
+
 def test_each_sentence_is_in_both_renderings(committed, shipped):
     report = build_model(committed, shipped, built=BUILT)
     charts = {c.name: f"<svg><title>{c.name}</title></svg>" for c in report.charts()}

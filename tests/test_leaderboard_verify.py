@@ -85,6 +85,62 @@ def test_verify_cli_exit_code_follows_the_verdict(tmp_path, random_record, capsy
     assert "seed    2" in shown and RANDOM_SPEC in shown
 
 
+ORACLE_SPEC = "agentbench_poad.baselines.oracle:make_oracle"
+
+
+@pytest.fixture(scope="module")
+def discounted_record():
+    """A new record on a Table 1 task: its episodes log discounted returns (γ < 1, reward late)."""
+    return evaluate(ORACLE_SPEC, "VirtualHome-Cheese-v0", seeds=[0, 1], episodes=3)[0]
+
+
+def _without_discounted_returns(record):
+    """``record`` as a record made before episodes logged a discounted return."""
+    old = copy.deepcopy(record)
+    del old["protocol"]["discount"]
+    for seed in old["scores"]["per_seed"]:
+        del seed["mean_discounted_return"]
+        for episode in seed["episodes"]:
+            del episode["discounted_return"]
+    return old
+
+
+def test_a_new_record_compares_discounted_returns_too(discounted_record):
+    from agentbench_poad.registration import env_facts
+
+    assert discounted_record["protocol"]["discount"] == env_facts("VirtualHome-Cheese-v0").discount
+    result = verify_record(discounted_record, episodes_per_seed=2)
+    assert result.reproduced and result.exact_matches == result.sampled == 4
+    assert result.discounted_sampled == 4
+    assert result.rerun_discounted_mean == result.recorded_discounted_mean
+    assert result.recorded_discounted_mean < result.recorded_mean  # discounted, not the return
+    assert "discounted return: recorded mean" in result.summary()
+    tampered = copy.deepcopy(discounted_record)
+    for seed in tampered["scores"]["per_seed"]:
+        for episode in seed["episodes"]:
+            episode["discounted_return"] += 0.5  # the score is left as played
+    result = verify_record(tampered, episodes_per_seed=2)
+    assert not result.reproduced and result.exact_matches == 0
+    assert result.rerun_mean == result.recorded_mean  # only the discounted return differs
+    assert result.rerun_discounted_mean == pytest.approx(result.recorded_discounted_mean - 0.5)
+
+
+def test_an_old_record_without_discounted_returns_loads_and_verifies(tmp_path, discounted_record):
+    from agentbench_poad.evaluation import EpisodeResult
+
+    old = _without_discounted_returns(discounted_record)
+    path = add_record(old, tmp_path)  # validated on write ...
+    loaded = read_record(path)  # ... and on read
+    assert "discounted_return" not in loaded["scores"]["per_seed"][0]["episodes"][0]
+    episodes = [EpisodeResult.from_entry(e) for e in loaded["scores"]["per_seed"][0]["episodes"]]
+    assert all(e.discounted_return is None for e in episodes)
+    result = verify_record(loaded, episodes_per_seed=2)
+    assert result.reproduced and result.exact_matches == result.sampled == 4
+    assert result.discounted_sampled == 0 and result.recorded_discounted_mean is None
+    assert "discounted" not in result.summary()
+    assert main(["leaderboard", "--store", str(tmp_path), "verify", old["record_id"]]) == 0
+
+
 COMMITTED = iter_record_files(DEFAULT_STORE)
 
 

@@ -15,6 +15,7 @@ FAMILY = EnvFamily(
     version=0,
     actions="restricted",
     metric="return",
+    discount=0.99,  # the evaluation protocol's γ: the paper preset's (Appendix J, tables 10-12)
 )
 
 #: The task table as registration rows. No max_episode_steps: the env's own 200-tick rule ends

@@ -15,6 +15,7 @@ FAMILY = EnvFamily(
     version=0,
     actions="restricted",
     metric="return",
+    discount=0.95,  # the evaluation protocol's γ: the paper preset's (Appendix J, tables 13-15)
 )
 
 #: The task table as registration rows.

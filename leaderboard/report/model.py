@@ -11,8 +11,10 @@ Sections, in order (``Section.anchor`` in brackets):
   rows (mean ± s.e. over seeds, success rate, score normalised between the random and oracle
   rows, ...) and a bar chart;
 * learning curves [``learning-curves``]: mean with its shaded spread, per env;
-* generalisation in the layout of the paper's Table 1 [``generalization``]: return and success
-  rate per task, tasks as columns, our rows beside the paper's labelled rows;
+* generalisation in the layout of the paper's Table 1 [``generalization``]: discounted return
+  (our records' ``mean_discounted_return`` per seed; the undiscounted return, marked
+  "(undiscounted)", for a record that logs none) and success rate per task, tasks as columns,
+  our rows beside the paper's labelled rows;
 * DataSciCoding in the layout of the paper's Table 4 [``datascicoding``]: ROC AUC, datasets as
   rows, our columns beside the paper's labelled columns;
 * the paper's other tables [``paper-tables``]: dataset sizes (E.1), wall time (Table 5),
@@ -264,15 +266,22 @@ def _episode_scores(record: dict[str, Any]) -> list[float]:
     ]
 
 
+def _seed_discounted(seed: dict[str, Any]) -> float | None:
+    """A seed's mean discounted return: its ``mean_discounted_return``, else the mean of its
+    episodes' ``discounted_return`` when every episode logs one, else None."""
+    if seed.get("mean_discounted_return") is not None:
+        return float(seed["mean_discounted_return"])
+    values = [e.get("discounted_return") for e in seed["episodes"]]
+    if not values or any(v is None for v in values):
+        return None
+    return sum(values) / len(values)
+
+
 def _discounted(record: dict[str, Any]) -> tuple[float, float] | None:
-    """Mean ± s.e. over seeds of the discounted return, when every episode logs one."""
-    seeds = record["scores"]["per_seed"]
-    per_seed = []
-    for s in seeds:
-        values = [e.get("discounted_return") for e in s["episodes"]]
-        if not values or any(v is None for v in values):
-            return None
-        per_seed.append(sum(values) / len(values))
+    """Mean ± s.e. over seeds of the discounted return, when every seed has one (None else)."""
+    per_seed = [_seed_discounted(s) for s in record["scores"]["per_seed"]]
+    if not per_seed or any(v is None for v in per_seed):
+        return None
     return mean_stderr(per_seed)
 
 
@@ -447,11 +456,15 @@ def _generalisation_section(inputs: _Inputs) -> Section:
     ours_return: dict[str, dict[str, str]] = defaultdict(dict)
     ours_success: dict[str, dict[str, str]] = defaultdict(dict)
     undiscounted = False
+    gammas: set[float | None] = set()
     for env_id, _ in columns:
         for r in inputs.by_env.get(env_id, []):
             label, sc = _agent_label(r), r["scores"]
+            # the discounted return when the record logs it for every seed; else, marked, the
+            # undiscounted return (records made before episodes logged a discounted return)
             discounted = _discounted(r)
             if discounted is not None:
+                gammas.add(r["protocol"].get("discount"))
                 ours_return[label][env_id] = _pm(*discounted)
             else:
                 undiscounted = True
@@ -481,10 +494,18 @@ def _generalisation_section(inputs: _Inputs) -> Section:
         if undiscounted
         else ""
     )
+    stated = sorted(f"{g:g}" for g in gammas if g is not None)
+    ours = (
+        "Ours: mean ± s.e. over seeds of the discounted return Σ_t γ^t r_t over decisions"
+        + (f" (γ = {', '.join(stated)}, the records' protocol.discount)" if stated else "")
+        + "."
+        if gammas
+        else "Ours: mean ± s.e. over seeds."
+    )
     return_table = table(
         "discounted_return",
         ours_return,
-        f"Discounted episodic return per task. Ours: mean ± s.e. over seeds. Paper rows: "
+        f"Discounted episodic return per task. {ours} Paper rows: "
         f"{layout['table']}, as published.{note}",
         "generalization-table generalization-return",
     )
