@@ -5,7 +5,9 @@ script measures, in the same run and after a warm-up run that pays the imports, 
 quickstart (every stage once at smoke-test size: the tiny model, one PPO update per agent, the
 DataSciCoding sandbox, the report) as the anchor, and prints the default run as a multiple of it.
 On the 2-core development machine the anchor took ~2.6 s, so the 15-minute budget is ~350
-anchors and the ~5-minute aim ~115; the default run measured ~15 anchors (40 s) there.
+anchors. The default run (SmolLM2-135M, POAD 1,152 steps with the CPU preset) measured 17.0 min
+there with the preset's learning-curve evaluations (8 sampled episodes every 4 updates), about
+51 s per 64-step update; quickstart now evaluates the curve less often (docs/agents.md).
 
     python benchmarks/quickstart_budget.py [--out /tmp/qs-bench]
 """
