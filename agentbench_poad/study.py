@@ -71,6 +71,7 @@ _STUDY_KEYS = {
     "device",
     "env_executor",
     "overrides",
+    "env_kwargs",
 }
 _EVAL_KEYS = {"episodes", "greedy", "seeds", "action_timeout"}
 _GROUP_KEYS = {
@@ -86,6 +87,7 @@ _GROUP_KEYS = {
     "preset",
     "model",
     "agent_kwargs",
+    "env_kwargs",
 }
 #: Run-config fields a study must not override (the study sets them itself).
 _RESERVED = {"device", "env_executor"}
@@ -108,10 +110,15 @@ class TrainCell:
     overrides_json: str
     label: str
     run_dir: str
+    env_kwargs_json: str = "{}"
 
     @property
     def overrides(self) -> dict[str, Any]:
         return json.loads(self.overrides_json)
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        return json.loads(self.env_kwargs_json)
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,8 @@ class EvalTask:
     action_timeout: float | None = 60.0
     study: str = ""
     agent_kwargs_json: str = "{}"
+    #: gym.make arguments of an evaluation-only agent (trained runs use their own, as trained)
+    env_kwargs_json: str = "{}"
 
 
 @dataclass
@@ -271,6 +280,12 @@ def load_study(
             problems.append(
                 f"{where}: overrides may not set {reserved}; use --device / [study] env_executor"
             )
+        tables = {"[study]": head.get("env_kwargs", {}), where: group.get("env_kwargs", {})}
+        for name, table in tables.items():
+            if not isinstance(table, dict):
+                problems.append(f"{name}: env_kwargs must be a table of gym.make arguments")
+        env_kwargs = {k: v for t in tables.values() if isinstance(t, dict) for k, v in t.items()}
+        env_kwargs_json = json.dumps(env_kwargs, sort_keys=True)
         protocol = {**default_eval, **group.get("eval", {})}
         unknown_keys(group.get("eval", {}), _EVAL_KEYS, f"{where} eval")
         eval_envs = list(group.get("eval_envs", []))
@@ -318,6 +333,7 @@ def load_study(
                             agent_kwargs_json=json.dumps(
                                 group.get("agent_kwargs", {}), sort_keys=True
                             ),
+                            env_kwargs_json=env_kwargs_json,
                         )
                     )
                     continue
@@ -348,6 +364,7 @@ def load_study(
                         budget,
                         g_model,
                         family,
+                        env_kwargs_json,
                     )
                     run_dir = out_dir / "runs" / _slug(env_id) / run_name / f"seed{seed}"
                     if identity in seen_cells or str(run_dir) in seen_dirs:
@@ -369,6 +386,7 @@ def load_study(
                             json.dumps(overrides, sort_keys=True),
                             label,
                             str(run_dir),
+                            env_kwargs_json,
                         )
                     )
                     group_dirs.append(str(run_dir))
@@ -448,6 +466,7 @@ def _train_job(job: _TrainJob) -> dict[str, Any]:
             resume=resume,
             overrides=overrides,
             preset=cell.preset,
+            env_kwargs=cell.env_kwargs,
             progress=False,
             max_updates=job.max_updates,
         )
@@ -513,6 +532,7 @@ def _eval_job(task: EvalTask) -> str:
             seeds=list(task.seeds),
             episodes=task.episodes,
             agent_kwargs=json.loads(task.agent_kwargs_json),
+            env_kwargs=json.loads(task.env_kwargs_json),
             action_timeout=task.action_timeout,
             out_dir=eval_dir,
             provenance=Provenance(

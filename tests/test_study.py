@@ -190,6 +190,34 @@ def test_each_record_is_written_as_soon_as_its_runs_are_trained(tiny_model, tmp_
     assert written["ntpo"] < written["random"] and ntpo_trained < written["random"]
 
 
+def test_env_kwargs_reach_training_and_evaluation(tiny_model, tmp_path):
+    """[study] env_kwargs (e.g. an episode cap) for every run and evaluation; a group's win."""
+    spec = write_spec(
+        tmp_path / "s.json",
+        tiny_model,
+        env_kwargs={"max_episode_steps": 1},
+        extra_groups=[{"agents": [RANDOM], "envs": [ENV], "env_kwargs": {"max_episode_steps": 2}}],
+    )
+    result = run_study(spec, out=tmp_path / "out", log=lambda line: None)
+    assert result.failed == [] and len(result.records) == 2
+    run_dir = tmp_path / "out" / "runs" / ENV / "poad" / "seed0"
+    assert json.loads((run_dir / "config.json").read_text())["env_kwargs"] == {
+        "max_episode_steps": 1
+    }
+    for path in result.records:
+        record = json.loads(Path(path).read_text())
+        cap = 1 if record["agent"]["name"] == "poad" else 2
+        lengths = [e["length"] for s in record["scores"]["per_seed"] for e in s["episodes"]]
+        assert lengths and max(lengths) <= cap
+        assert record["config"]["env_kwargs"] == {"max_episode_steps": cap}
+
+
+def test_env_kwargs_must_be_a_table(tiny_model, tmp_path):
+    spec = write_spec(tmp_path / "s.json", tiny_model, env_kwargs=[1])
+    with pytest.raises(StudyError, match="env_kwargs must be a table"):
+        load_study(spec)
+
+
 def test_larger_budget_resumes_the_finished_runs(tiny_model, tmp_path):
     out = tmp_path / "out"
     run_study(
