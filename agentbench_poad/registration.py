@@ -48,7 +48,9 @@ FAMILY_MODULES: tuple[str, ...] = (
 #: The benchmark families (``agentbench-poad envs`` lists these; the case-study toys are not).
 BENCHMARK_FAMILIES: tuple[str, ...] = ("overcooked", "virtualhome", "datascicoding")
 
-#: The leaderboard's success rule of restricted-action envs (written into every record).
+#: The leaderboard's default success rule of restricted-action envs (written into every record;
+#: VirtualHome's). A family with a sharper rule states its own: Overcooked's is "right dish
+#: delivered (info['success'])" (``environments/overcooked/registration.py``).
 SUCCESS_RESTRICTED = "info['success'] if reported, else return > 0"
 #: The leaderboard's success rule of open-action (code-writing) envs.
 SUCCESS_OPEN = "final code ran (reward >= 0)"

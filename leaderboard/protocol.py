@@ -10,8 +10,9 @@ states the rules the board shares with the trainer's learning curves:
 * restricted-action envs (Overcooked, VirtualHome): the score of an episode is its undiscounted
   return; open-action envs (DataSciCoding, ``available_actions is None``): the ROC AUC of the final
   code, i.e. the last step's reward when that attempt ran (reward >= 0), else 0.0;
-* success is ``info["success"]`` when the env reports it, else ``return > 0`` (restricted; the
-  paper's VirtualHome rule) or "the final code ran" (open);
+* success is ``info["success"]`` when the env reports it (Overcooked: the right dish delivered;
+  VirtualHome: the task completed), else ``return > 0`` (restricted; the paper's VirtualHome
+  rule) or "the final code ran" (open);
 * every episode also logs its discounted return ``sum_t γ^t r_t`` over decisions, with ``γ`` the
   env's protocol discount (``env_facts(id).discount``: 0.95 for VirtualHome, the discount of the
   paper's Table 1); the record states it as ``protocol.discount`` (null: the env has none) and

@@ -16,6 +16,8 @@ one chef. It reproduces the TWOSOME macro-action kitchen used by the paper (REFE
   them;
 * the macro-step reward is the 0.99-per-tick discounted sum of the tick rewards; the 200-tick
   limit is only noticed when a macro-action ends (§1.7).
+* the episode succeeds when the right dish is served (:attr:`KitchenEngine.success`, which the
+  envs report as ``info["success"]``); a positive return alone (a chopped food) is no success.
 
 Several chefs (§1.9 leaves this to us; the reference's multi-agent loop is broken). The primitive
 tick resolves chef/chef moves as the reference does: chefs act in index order, a chef walking into
@@ -291,6 +293,15 @@ class KitchenEngine:
         self.state = self.initial_state()
         self._update_beliefs()
         self.macro_obs = [self._macro_observation(i) for i in range(self.n_agents)]
+
+    @property
+    def success(self) -> bool:
+        """Whether the right dish has been served this episode (the episode's success).
+
+        True from the tick of the correct delivery on (that delivery also ends the episode); a
+        wrong delivery, chopping, or running into the tick limit never sets it.
+        """
+        return self.state.delivered
 
     # -- primitive tick -------------------------------------------------------------------
     def _move_item(self, s: KitchenState, item: int, p: tuple[int, int]) -> None:

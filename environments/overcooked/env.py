@@ -58,6 +58,15 @@ class OvercookedEnv(TextEnv):
     tick counter at 200 or more (the reference's limit is only checked at macro end, so an
     episode can run a few ticks past 200). There is no other step limit.
 
+    ## Info
+
+    ``available_actions`` (the labels to choose from), ``action_valid`` (whether the last label
+    was available), ``macro_action_steps`` (primitive ticks of the last step), ``ticks`` (ticks
+    of the episode) and ``success``: True from the step on which the right dish is served (the
+    step that terminates the episode), False before; the leaderboard's success rule reads it.
+    Chopping (+0.2) or a wrong delivery never makes it True, so a positive return is not a
+    success.
+
     ## Arguments
 
     * ``task``: a task name (``"TomatoSalad"``, ``"TomatoLettuceSalad"``, ...).
@@ -70,6 +79,8 @@ class OvercookedEnv(TextEnv):
     ## Version History
 
     * v0: the reference behaviour (TWOSOME ``Overcooked-LLMA-v3/v4`` as used by POAD).
+      ``info["success"]`` was added later (an info key only: rewards, observations and
+      termination are unchanged).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

@@ -9,6 +9,12 @@ An unavailable label makes that chef idle for the step (it stays put), adds
 ``invalid_action_penalty`` to its reward and puts a sentence in front of its next prompt. If no
 chef gave an available label, no tick runs: the kitchen is unchanged.
 
+Each chef's info (at reset and after every step) carries ``available_actions`` (its labels),
+``action_valid`` (whether its label was available), ``macro_action_steps`` (ticks of the step),
+``ticks`` (ticks of the episode) and ``success``: True from the step on which the right dish is
+served (the team's success; that step also terminates the episode), False before. A wrong
+delivery or the tick limit never makes it True.
+
 Example::
 
     from agentbench_poad.environments.overcooked import parallel_env
@@ -168,11 +174,13 @@ class OvercookedParallelEnv(ParallelEnv):
         self._labels = [labels for _, labels in built]
 
     def _info(self, i: int, valid: bool, ticks: int) -> dict[str, Any]:
+        """Chef ``i``'s info dict (keys listed in the module docstring)."""
         return {
             "available_actions": list(self._labels[i]),
             "action_valid": valid,
             "macro_action_steps": ticks,
             "ticks": self.engine.state.ticks,
+            "success": self.engine.success,
         }
 
 

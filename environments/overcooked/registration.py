@@ -8,6 +8,11 @@ from __future__ import annotations
 from agentbench_poad.environments.overcooked.tasks import TASKS
 from agentbench_poad.registration import EnvFamily, TaskRow, register_family
 
+#: The leaderboard's success rule (record text): the env reports ``info["success"]``, True once
+#: the right dish is served (REFERENCE_SPEC §1.4/§1.7: the correct delivery ends the episode). A
+#: positive return is not enough: chopping a recipe food alone earns +0.2.
+SUCCESS_RULE = "right dish delivered (info['success'])"
+
 FAMILY = EnvFamily(
     name="overcooked",
     id_prefix="Overcooked",
@@ -15,6 +20,7 @@ FAMILY = EnvFamily(
     version=0,
     actions="restricted",
     metric="return",
+    success_rule=SUCCESS_RULE,
     discount=0.99,  # the evaluation protocol's γ: the paper preset's (Appendix J, tables 10-12)
 )
 
