@@ -89,11 +89,27 @@ def read_learning_curve(run_dir: Path) -> list[tuple[float, float]]:
     return sorted(pairs)
 
 
-def combine_curves(curves: Sequence[Sequence[tuple[float, float]]]) -> dict[str, Any] | None:
+def _curve_label(run_dirs: Sequence[str | Path]) -> str:
+    """What the runs' learning-curve points are: greedy or sampled evaluations (the config's
+    ``eval_greedy``; runs written before that field existed evaluated greedily)."""
+    modes = {
+        bool(read_run_config(Path(r)).get("algorithm", {}).get("eval_greedy", True))
+        for r in run_dirs
+    }
+    if modes == {True}:
+        return "greedy evaluation return"
+    if modes == {False}:
+        return "sampled evaluation return"
+    return "evaluation return (greedy and sampled runs)"
+
+
+def combine_curves(
+    curves: Sequence[Sequence[tuple[float, float]]], y: str = "greedy evaluation return"
+) -> dict[str, Any] | None:
     """Mean curve with a standard-error band over runs, on the union of their steps.
 
     A run contributes at a step only if it logged that step, so runs of different length still
-    combine; ``n`` says how many runs a point averages.
+    combine; ``n`` says how many runs a point averages. ``y`` names what the points are.
     """
     by_step: dict[float, list[float]] = {}
     for curve in curves:
@@ -110,7 +126,7 @@ def combine_curves(curves: Sequence[Sequence[tuple[float, float]]]) -> dict[str,
         )
     return {
         "x": "env steps",
-        "y": "greedy evaluation return",
+        "y": y,
         "spread": "mean +- standard error over training seeds",
         "points": points,
     }
@@ -226,7 +242,7 @@ def record_from_runs(
         if isinstance(model, dict)
         else None
     )
-    curve = combine_curves([read_learning_curve(r) for r in run_dirs])
+    curve = combine_curves([read_learning_curve(r) for r in run_dirs], y=_curve_label(run_dirs))
     best = [b | {"seed": int(s)} for s, r in runs.items() if (b := read_best_code(Path(r)))]
     best_code = max(best, key=lambda b: b["reward"]) if best else None
     total_steps = first.get("total_steps")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +88,7 @@ def test_curves_of_several_seeds_combine_with_a_standard_error_band():
     assert second["mean"] == pytest.approx(2.0) and second["n"] == 2
     assert "standard error" in curve["spread"]
     assert combine_curves([[], []]) is None
+    assert combine_curves([[(0, 1.0)]], y="sampled evaluation return")["y"].startswith("sampled")
 
 
 def test_best_code_is_labelled_as_found_during_training(tmp_path):
@@ -106,3 +108,19 @@ def test_runs_of_different_agents_or_envs_are_refused(tmp_path):
         record_from_runs([a, c])
     with pytest.raises(RecordError, match="no config.json"):
         record_from_runs([tmp_path / "missing"])
+
+
+def test_curve_label_says_whether_the_runs_evaluated_greedily(tmp_path):
+    from agentbench_poad.leaderboard.from_run import _curve_label
+
+    def run(name: str, algorithm: dict) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({"algorithm": algorithm}))
+        return folder
+
+    sampled, greedy = run("s", {"eval_greedy": False}), run("g", {"eval_greedy": True})
+    legacy = run("old", {})  # written before eval_greedy existed: greedy
+    assert _curve_label([sampled]) == "sampled evaluation return"
+    assert _curve_label([greedy, legacy]) == "greedy evaluation return"
+    assert "greedy and sampled" in _curve_label([sampled, greedy])
