@@ -15,17 +15,10 @@ from agentbench_poad.environments.overcooked import parallel_env
 from agentbench_poad.environments.overcooked.registration import SUCCESS_RULE
 from agentbench_poad.environments.overcooked.tasks import TASKS
 from agentbench_poad.evaluation import EvaluationRequest, evaluate_cell
+from tests.test_overcooked import TS_PLAN  # §1.7's shortest Tomato Salad plan
 
 OVERCOOKED_IDS = list(registered_ids("overcooked"))
 ORACLE = "agentbench_poad.baselines.oracle:make_oracle"
-TS_PLAN = [
-    "pick up the tomato",
-    "put the tomato on the cutting board",
-    "chop the tomato",
-    "pick up the tomato",
-    "take the bowl",
-    "serve the dish",
-]
 
 
 def first_recipe_food(task: str) -> str:
