@@ -181,17 +181,27 @@ def _one_forward_per_candidate(policy: LMPolicy, prompt_ids, tokens):
         max_size=3,
     ),
     capture=st.booleans(),
+    plain=st.booleans(),
 )
-def test_packed_candidate_scoring_equals_one_forward_per_candidate(top_policy, groups, capture):
+def test_packed_candidate_scoring_equals_one_forward_per_candidate(
+    top_policy, groups, capture, plain
+):
+    """Both scoring paths: the whole model over a shared KV cache (``plain``) and the top
+    layers from the cached lower states of the (prompt, candidates) tree."""
     prompt_ids = [
         [1] + [(7 * i + 3 * n) % 200 + 3 for n in range(length)]
         for i, (length, _) in enumerate(groups)
     ]
     candidates = [cands for _, cands in groups]
     assume(any(c for group in candidates for c in group))
+    assume(not (plain and capture))  # the plain path captures nothing
     lower: list | None = [] if capture else None
     with torch.no_grad():
-        scored = top_policy._score_group(prompt_ids, candidates, lower)
+        if plain:
+            with _plain(top_policy):
+                scored = top_policy._score_group(prompt_ids, candidates, lower)
+        else:
+            scored = top_policy._score_group(prompt_ids, candidates, lower)
     for p, group, log_probs in zip(prompt_ids, candidates, scored):
         assert log_probs.shape[0] == len(group)
         for k, tokens in enumerate(group):
@@ -223,6 +233,65 @@ def test_act_is_unchanged_by_lora_layers_reuse(top_policy):
     for a, b in zip(plain, reused):
         assert (a.index, a.token_ids) == (b.index, b.token_ids)
         assert a.token_log_probs == pytest.approx(b.token_log_probs, abs=1e-6)
+
+
+def test_cached_scoring_trees_stay_exact_while_the_adapters_train(deep_model_dir):
+    """The tree cache holds frozen states only: after the adapters move, act() and TWOSOME's
+    candidate log-probs (and their gradients) from it still equal the plain path's."""
+    policy = LMPolicy(deep_model_dir, lora_layers=2)
+    prompts = ["Kitchen: a tomato", "Kitchen: a bowl and a board here", "Kitchen: a tomato"]
+    offered = [
+        ["pick up the tomato", "chop"],
+        ["walk to the board", "serve", "take the bowl"],
+        ["pick up the tomato", "chop"],
+    ]
+    policy.clear_frozen_cache()
+    policy.act(prompts, offered, generator=torch.Generator().manual_seed(0))
+    assert len(policy._tree_cache) == 2  # one tree per distinct (prompt, offered actions)
+    for seed in range(3):  # "training": the adapters change, the cached trees stay valid
+        _perturbed(policy, seed=seed, scale=0.3)
+        results = []
+        for reuse in (False, True):
+            policy.reuse_lower_layers = reuse
+            policy.model.zero_grad(set_to_none=True)
+            log_policy = policy.candidate_log_probs(prompts, offered)
+            weights = torch.linspace(0.2, 1.0, sum(lp.numel() for lp in log_policy))
+            (torch.cat(log_policy) * weights).sum().backward()
+            grads = [p.grad.clone() for p in policy.trainable_parameters()]
+            samples = policy.act(prompts, offered, generator=torch.Generator().manual_seed(seed))
+            results.append((torch.cat(log_policy).detach(), grads, samples))
+        (plain_lp, plain_grads, plain_samples), (lp, grads, samples) = results
+        torch.testing.assert_close(lp, plain_lp, atol=1e-5, rtol=1e-5)
+        for g, e in zip(grads, plain_grads):
+            torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
+        for a, b in zip(plain_samples, samples):
+            assert (a.index, a.token_ids) == (b.index, b.token_ids)
+            assert a.candidate_log_probs == pytest.approx(b.candidate_log_probs, abs=1e-5)
+    assert len(policy._tree_cache) == 2  # every later pass read the cached trees
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    budget=st.integers(0, 20),
+    puts=st.lists(st.tuples(st.integers(0, 6), st.integers(1, 12)), max_size=25),
+)
+def test_state_cache_keeps_the_most_recent_entries_within_its_budget(budget, puts):
+    from agentbench_poad.rl.policy import _StateCache
+
+    cache = _StateCache(budget)
+    reference: list[tuple[int, int]] = []  # (key, rows), least recent first
+    for key, rows in puts:
+        if cache.get(key) is not None:  # a hit makes the entry the most recent
+            reference.append(reference.pop([k for k, _ in reference].index(key)))
+        cache.put(key, torch.zeros((rows, 2)))
+        if key not in [k for k, _ in reference] and rows <= budget:
+            reference.append((key, rows))
+            while sum(r for _, r in reference) > budget:
+                reference.pop(0)
+        assert list(cache) == [k for k, _ in reference]
+        assert cache.size == sum(r for _, r in reference) <= budget
+    cache.clear()
+    assert cache.size == 0 and len(cache) == 0
 
 
 def test_frozen_cache_stays_within_its_token_budget(deep_model_dir):

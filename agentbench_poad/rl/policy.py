@@ -163,6 +163,48 @@ def _forward_accepts(model: torch.nn.Module, name: str) -> bool:
         return False
 
 
+class _StateCache:
+    """Least-recently-used hidden states ``(T, H)`` under a budget of ``T`` summed over entries.
+
+    An entry longer than the whole budget is not kept; putting a key that is present keeps the
+    first value (the states of a key never change).
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = int(budget)
+        self.size = 0
+        self._entries: OrderedDict[Any, torch.Tensor] = OrderedDict()
+
+    def get(self, key: Any) -> torch.Tensor | None:
+        states = self._entries.get(key)
+        if states is not None:
+            self._entries.move_to_end(key)
+        return states
+
+    def put(self, key: Any, states: torch.Tensor) -> None:
+        rows = int(states.shape[0])
+        if key in self._entries or rows > self.budget:
+            return
+        self._entries[key] = states.detach()
+        self.size += rows
+        while self.size > self.budget:
+            _, old = self._entries.popitem(last=False)
+            self.size -= int(old.shape[0])
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.size = 0
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._entries
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class LMPolicy(torch.nn.Module):
     """A causal LM (with LoRA by default) acting in text environments.
 
@@ -245,8 +287,10 @@ class LMPolicy(torch.nn.Module):
         #: Start from the cached frozen lower-layer states when ``lora_layers`` allows it; False
         #: runs the whole model every time (same results; for checks and benchmarks).
         self.reuse_lower_layers = True
-        self._frozen_cache: OrderedDict[tuple[int, ...], torch.Tensor] = OrderedDict()
-        self._frozen_cache_size = 0
+        #: Lower-layer states of token sequences (prompt + chosen action), for the PPO update
+        #: and the critic, and of whole scoring trees (prompt + offered actions), for act().
+        self._frozen_cache = _StateCache(self.frozen_cache_tokens)
+        self._tree_cache = _StateCache(self.frozen_cache_tokens)
         if lora is not None:
             import peft
 
@@ -294,6 +338,13 @@ class LMPolicy(torch.nn.Module):
                     f"Mistral, Qwen2 have); {type(decoder).__name__} has not: use lora_layers=None"
                 )
         self._keep_logits = _forward_accepts(self._hf_model(), "logits_to_keep")
+        #: Logits are the LM head of the last hidden state, nothing more (Llama, Mistral, Qwen2,
+        #: SmolLM); models that scale or soft-cap them are always run through their own forward.
+        text_config = _text_config(self._hf_model())
+        self._plain_lm_head = all(
+            getattr(text_config, name, None) in (None, 1, 1.0)
+            for name in ("final_logit_softcapping", "logit_scale", "logits_scaling")
+        ) and callable(getattr(self._hf_model(), "get_output_embeddings", None))
         eos = self.tokenizer.eos_token_id
         eos_ids = {eos} if eos is not None else set()
         gen_eos = getattr(
@@ -360,19 +411,16 @@ class LMPolicy(torch.nn.Module):
 
     def _remember_lower(self, sequence: Sequence[int], hidden: torch.Tensor) -> None:
         """Cache ``hidden`` ``(T, H)``: the states entering the lowest adapted layer."""
-        key = tuple(int(t) for t in sequence)
-        if key in self._frozen_cache or len(key) > self.frozen_cache_tokens:
-            return
-        self._frozen_cache[key] = hidden.detach()
-        self._frozen_cache_size += len(key)
-        while self._frozen_cache_size > self.frozen_cache_tokens:
-            old, _ = self._frozen_cache.popitem(last=False)
-            self._frozen_cache_size -= len(old)
+        self._frozen_cache.put(tuple(int(t) for t in sequence), hidden)
+
+    @property
+    def _frozen_cache_size(self) -> int:
+        return self._frozen_cache.size
 
     def clear_frozen_cache(self) -> None:
         """Forget the cached lower-layer hidden states (they are recomputed when needed)."""
         self._frozen_cache.clear()
-        self._frozen_cache_size = 0
+        self._tree_cache.clear()
 
     def _lower_hidden(self, sequences: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Per sequence, the ``(T_i, H)`` hidden states entering the lowest adapted layer.
@@ -382,7 +430,8 @@ class LMPolicy(torch.nn.Module):
         adapters are frozen), so they are exactly what a full forward computes.
         """
         keys = [tuple(int(t) for t in s) for s in sequences]
-        missing = list(dict.fromkeys(k for k in keys if k not in self._frozen_cache))
+        cached = {k: v for k in dict.fromkeys(keys) if (v := self._frozen_cache.get(k)) is not None}
+        missing = [k for k in dict.fromkeys(keys) if k not in cached]
         fresh: dict[tuple[int, ...], torch.Tensor] = {}
         if missing:
             ids, attention = self._right_padded(missing)
@@ -395,14 +444,7 @@ class LMPolicy(torch.nn.Module):
             for row, key in enumerate(missing):
                 fresh[key] = hidden[row, : len(key)]
                 self._remember_lower(key, fresh[key])
-        rows = []
-        for key in keys:
-            if key in self._frozen_cache:
-                self._frozen_cache.move_to_end(key)
-                rows.append(self._frozen_cache[key].to(self.device))
-            else:
-                rows.append(fresh[key])
-        return rows
+        return [cached[k].to(self.device) if k in cached else fresh[k] for k in keys]
 
     def _padded_lower(
         self, sequences: Sequence[Sequence[int]]
@@ -416,24 +458,6 @@ class LMPolicy(torch.nn.Module):
             hidden[row, : states.shape[0]] = states
             attention[row, : states.shape[0]] = 1
         return hidden, attention
-
-    @contextlib.contextmanager
-    def _capture_lower(self, sink: list[torch.Tensor] | None) -> Iterator[None]:
-        """Append to ``sink`` the hidden states entering the lowest adapted layer of every
-        forward run inside the block (nothing when ``sink`` is None or all layers adapt)."""
-        if sink is None or self.first_adapted_layer == 0:
-            yield
-            return
-        layer = _decoder_of(self._hf_model()).layers[self.first_adapted_layer]
-
-        def hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-            sink.append((args[0] if args else kwargs["hidden_states"]).detach())
-
-        handle = layer.register_forward_pre_hook(hook, with_kwargs=True)
-        try:
-            yield
-        finally:
-            handle.remove()
 
     def encode_prompt(self, prompt: str) -> list[int]:
         """The prompt's token ids, with the tokenizer's special tokens (BOS)."""
@@ -511,46 +535,22 @@ class LMPolicy(torch.nn.Module):
         rows = torch.arange(len(prompt_ids), device=self.device)
         return out.logits[rows, lengths - 1 - offset], out.past_key_values, attention
 
-    def _score_group(
-        self,
-        prompt_ids: list[list[int]],
-        candidates: list[list[list[int]]],
-        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = None,
-    ) -> list[torch.Tensor]:
-        """Token log-probs of every candidate after its prompt, sharing each prompt's KV cache.
+    @staticmethod
+    def _candidate_tries(
+        candidates: list[list[list[int]]], keep_last: bool
+    ) -> tuple[list[tuple[list[int], list[int], list[int]]], list[list[list[int]]]]:
+        """Per prompt, its candidates' tokens as a trie, and each candidate's path through it.
 
-        The prompts run once, right-padded in one batch, with ``use_cache=True``; the logits at
-        each prompt's last real token give every candidate's first token. Then one more forward
-        pass runs, per prompt, all its candidates *packed into one sequence* after its cached
-        prompt: token ``j`` of candidate ``k`` sits at position ``len(prompt) + j`` and a 4-D
-        attention mask lets it see the prompt's real tokens and candidate ``k``'s earlier tokens
-        only (a tree of candidates over one prefix). The prompt's cache is never copied per
-        candidate and nothing is padded per candidate. A candidate's last token predicts nothing
-        that is scored, so it is not run at all (unless its hidden states are wanted for
-        ``lower``). Every attention row sees at least one real prompt token, which keeps the
-        result exact (equal to one plain forward per prompt + candidate).
-
-        With ``lower`` (a list) and ``lora_layers`` set, per prompt one ``(prompt states (P_i, H),
-        [candidate states (n_k, H)])`` is appended: the hidden states entering the lowest adapted
-        layer, which the critic and the PPO update reuse.
+        A prefix shared by several candidates (such as " pick up the") is one run of nodes: in a
+        causal model a token's states depend on its prefix only. A candidate's last token
+        predicts nothing that is scored, so it is left out unless ``keep_last``.
 
         Returns:
-            Per prompt, a ``(K_i, L)`` float32 tensor of log p(token j | prompt, tokens < j), 0 at
-            pads (``L`` = the longest candidate of the group). Differentiable when grad is on.
+            ``(tries, paths)``: ``tries[i] = (tokens, parents, depths)`` of prompt ``i``'s nodes
+            (parent -1: the node follows the prompt directly) and ``paths[i][k][j]`` the node of
+            token ``j`` of candidate ``k``.
         """
-        batch = len(prompt_ids)
-        counts = [len(c) for c in candidates]
-        flat = [c for group in candidates for c in group]
-        width = max(len(c) for c in flat)
-        if width == 0:
-            return [torch.zeros((k, 0), device=self.device) for k in counts]
-        lengths = torch.tensor([len(p) for p in prompt_ids], device=self.device)
-        capture = lower is not None and self._reuse_from() > 0
-        # Per prompt, the candidates' tokens as a trie (a prefix shared by several candidates,
-        # such as " pick up the", runs once: in a causal model a token's states depend on its
-        # prefix only). A candidate's last token is left out unless its states are captured.
-        # paths[i][k][j] is the trie node of token j of candidate k.
-        tries: list[tuple[list[int], list[int], list[int]]] = []  # (tokens, parents, depths)
+        tries: list[tuple[list[int], list[int], list[int]]] = []
         paths: list[list[list[int]]] = []
         for group in candidates:
             tokens_of: list[int] = []
@@ -560,7 +560,7 @@ class LMPolicy(torch.nn.Module):
             group_paths = []
             for tokens in group:
                 path, parent = [], -1
-                for token in tokens if capture else tokens[:-1]:
+                for token in tokens if keep_last else tokens[:-1]:
                     node = children.get((parent, token))
                     if node is None:
                         node = children[(parent, token)] = len(tokens_of)
@@ -572,80 +572,274 @@ class LMPolicy(torch.nn.Module):
                 group_paths.append(path)
             tries.append((tokens_of, parents, depths))
             paths.append(group_paths)
-        packed = max(len(t[0]) for t in tries)
-        captured: list[torch.Tensor] | None = [] if capture else None
-        with self._capture_lower(captured):
-            first_logits, cache, prompt_mask = self._run_prompts(prompt_ids, lengths)
-            packed_logits = None
-            if packed:
-                width_p = prompt_mask.shape[1]
-                ids = torch.full((batch, packed), self.pad_token_id, dtype=torch.long)
-                positions = torch.zeros((batch, packed), dtype=torch.long)
-                allowed = torch.zeros((batch, packed, width_p + packed), dtype=torch.bool)
-                allowed[:, :, :width_p] = prompt_mask.bool().cpu()[:, None, :]
-                for i, (tokens_of, parents, depths) in enumerate(tries):
-                    n = len(tokens_of)
-                    if n == 0:
-                        continue
-                    ids[i, :n] = torch.as_tensor(tokens_of, dtype=torch.long)
-                    positions[i, :n] = len(prompt_ids[i]) + torch.as_tensor(depths)
-                    for node in range(n):  # a node sees itself and its ancestors
-                        ancestor = node
-                        while ancestor >= 0:
-                            allowed[i, node, width_p + ancestor] = True
-                            ancestor = parents[ancestor]
-                dtype = first_logits.dtype if first_logits.is_floating_point() else torch.float32
-                mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(
-                    ~allowed, torch.finfo(dtype).min
-                )[:, None]
-                out = self._lm(
-                    input_ids=ids.to(self.device),
-                    attention_mask=mask.to(self.device),
-                    position_ids=positions.to(self.device),
-                    past_key_values=cache,
-                    use_cache=True,
-                )
-                packed_logits = out.logits.reshape(batch * packed, -1)
-        if capture and captured:
-            prompt_states = captured[0]
-            cand_states = captured[1] if len(captured) > 1 else None
-            for i, p in enumerate(prompt_ids):
-                lower.append(
-                    (
-                        prompt_states[i, : len(p)],
-                        [
-                            cand_states[
-                                i, torch.as_tensor(path, dtype=torch.long, device=self.device)
-                            ]
-                            if cand_states is not None and path
-                            else prompt_states.new_zeros((0, prompt_states.shape[-1]))
-                            for path in paths[i]
-                        ],
-                    )
-                )
-        # One row of logits per scored token: the prompt's last position for token 0, the trie
-        # node of the candidate's first j tokens for token j.
+        return tries, paths
+
+    def _candidate_log_probs(
+        self,
+        table: torch.Tensor,
+        candidates: list[list[list[int]]],
+        row_of: Callable[[int, int, int], int],
+    ) -> list[torch.Tensor]:
+        """Per prompt, ``(K_i, L)`` log p(token j of candidate k | prompt, earlier tokens).
+
+        ``table`` holds one row of logits per scored position; ``row_of(i, k, j)`` is the row
+        that predicts token ``j`` of candidate ``k`` of prompt ``i``. Pads are 0.
+        """
+        counts = [len(c) for c in candidates]
+        width = max(len(c) for group in candidates for c in group)
         source, out_row, out_col, targets = [], [], [], []
         row = 0
         for i, group in enumerate(candidates):
             for k, tokens in enumerate(group):
                 for j, token in enumerate(tokens):
-                    source.append(i if j == 0 else batch + i * packed + paths[i][k][j - 1])
+                    source.append(row_of(i, k, j))
                     out_row.append(row)
                     out_col.append(j)
                     targets.append(token)
                 row += 1
-        table = first_logits if packed_logits is None else torch.cat([first_logits, packed_logits])
-        chosen = table[torch.tensor(source, device=self.device)]
+        chosen = table[torch.tensor(source, device=table.device)]
         scored = torch.log_softmax(chosen.float(), dim=-1).gather(
-            -1, torch.tensor(targets, device=self.device)[:, None]
+            -1, torch.tensor(targets, device=table.device)[:, None]
         )[:, 0]
-        log_probs = torch.zeros((len(flat), width), device=self.device, dtype=scored.dtype)
+        log_probs = torch.zeros((row, width), device=table.device, dtype=scored.dtype)
         log_probs = log_probs.index_put(
-            (torch.tensor(out_row, device=self.device), torch.tensor(out_col, device=self.device)),
+            (
+                torch.tensor(out_row, device=table.device),
+                torch.tensor(out_col, device=table.device),
+            ),
             scored,
         )
         return list(torch.split(log_probs, counts, dim=0))
+
+    def _score_group(
+        self,
+        prompt_ids: list[list[int]],
+        candidates: list[list[list[int]]],
+        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = None,
+    ) -> list[torch.Tensor]:
+        """Token log-probs of every candidate after its prompt, the prompt run once.
+
+        With ``lora_layers`` the frozen lower layers' states of the whole (prompt, candidates)
+        tree come from a cache (:meth:`_tree_lower_states`) and only the adapted top layers run;
+        otherwise the whole model runs (:meth:`_score_group_full`). Both are exact: equal to one
+        plain forward per prompt + candidate.
+
+        With ``lower`` (a list) and ``lora_layers`` set, per prompt one ``(prompt states (P_i, H),
+        [candidate states (n_k, H)])`` is appended: the hidden states entering the lowest adapted
+        layer, which the critic and the PPO update reuse.
+
+        Returns:
+            Per prompt, a ``(K_i, L)`` float32 tensor of log p(token j | prompt, tokens < j), 0 at
+            pads (``L`` = the longest candidate of the group). Differentiable when grad is on.
+        """
+        if max(len(c) for group in candidates for c in group) == 0:
+            return [torch.zeros((len(c), 0), device=self.device) for c in candidates]
+        if self._reuse_from() > 0:
+            return self._score_group_top(prompt_ids, candidates, lower)
+        return self._score_group_full(prompt_ids, candidates)
+
+    # The tree layout of a group: row i holds prompt i's tokens at [0, P_i) (right-padded to
+    # width_p) and its candidates' trie nodes at [width_p, width_p + N_i). A prompt token sees the
+    # prompt causally; a node sees its prompt's real tokens, its ancestors and itself; a pad slot
+    # sees itself only (its output is never read). Positions: prompt token q at q, a node at
+    # P_i + its depth. One plain forward over this layout equals one forward per prompt +
+    # candidate at every real slot.
+
+    def _tree_layout(
+        self, prompt_ids: list[list[int]], tries: list[tuple[list[int], list[int], list[int]]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """``(ids (B, W), position_ids (B, W), additive mask (B, 1, W, W), width_p)``."""
+        batch = len(prompt_ids)
+        width_p = max(len(p) for p in prompt_ids)
+        width = width_p + max(len(t[0]) for t in tries)
+        ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
+        positions = torch.zeros((batch, width), dtype=torch.long)
+        allowed = torch.eye(width, dtype=torch.bool).repeat(batch, 1, 1)
+        for i, (p, (tokens_of, parents, depths)) in enumerate(zip(prompt_ids, tries)):
+            n_p, n = len(p), len(tokens_of)
+            ids[i, :n_p] = torch.as_tensor(p, dtype=torch.long)
+            positions[i, :n_p] = torch.arange(n_p)
+            allowed[i, :n_p, :n_p] = torch.ones((n_p, n_p), dtype=torch.bool).tril()
+            if n == 0:
+                continue
+            ids[i, width_p : width_p + n] = torch.as_tensor(tokens_of, dtype=torch.long)
+            positions[i, width_p : width_p + n] = n_p + torch.as_tensor(depths)
+            allowed[i, width_p : width_p + n, :n_p] = True
+            for node in range(n):  # a node sees itself and its ancestors
+                ancestor = parents[node]
+                while ancestor >= 0:
+                    allowed[i, width_p + node, width_p + ancestor] = True
+                    ancestor = parents[ancestor]
+        dtype = self._hf_model().dtype
+        dtype = dtype if dtype.is_floating_point else torch.float32
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        return (
+            ids.to(self.device),
+            positions.to(self.device),
+            mask[:, None].to(self.device),
+            width_p,
+        )
+
+    def _tree_lower_states(
+        self,
+        prompt_ids: list[list[int]],
+        candidates: list[list[list[int]]],
+        tries: list[tuple[list[int], list[int], list[int]]],
+    ) -> list[torch.Tensor]:
+        """Per prompt, the ``(P_i + N_i, H)`` states entering the lowest adapted layer at its
+        prompt tokens and then at its trie nodes (every candidate token, last ones included).
+
+        Taken from the tree cache where present (keyed by the prompt and its candidates); the
+        others run once through the frozen lower layers, in the tree layout, and are cached.
+        Exact: nothing below the adapters ever changes, and a rollout meets the same
+        (observation, offered actions) pairs again and again.
+        """
+        keys = [
+            (tuple(p), tuple(tuple(c) for c in group)) for p, group in zip(prompt_ids, candidates)
+        ]
+        states: list[torch.Tensor | None] = [self._tree_cache.get(key) for key in keys]
+        missing = list(dict.fromkeys(k for k, s in zip(keys, states) if s is None))
+        if missing:
+            index = {key: keys.index(key) for key in missing}
+            rows = [index[key] for key in missing]
+            ids, positions, mask, width_p = self._tree_layout(
+                [prompt_ids[r] for r in rows], [tries[r] for r in rows]
+            )
+            with (
+                torch.no_grad(),
+                self._only_layers(0, self.first_adapted_layer, final_norm=False) as lower,
+            ):
+                out = lower(
+                    input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False
+                )
+            hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+            fresh = {}
+            for row, (key, r) in enumerate(zip(missing, rows)):
+                n_p, n = len(prompt_ids[r]), len(tries[r][0])
+                fresh[key] = torch.cat(
+                    [hidden[row, :n_p], hidden[row, width_p : width_p + n]]
+                ).detach()
+                self._tree_cache.put(key, fresh[key])
+            states = [s if s is not None else fresh[k] for k, s in zip(keys, states)]
+        return [s.to(self.device) for s in states if s is not None]
+
+    def _score_group_top(
+        self,
+        prompt_ids: list[list[int]],
+        candidates: list[list[list[int]]],
+        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None,
+    ) -> list[torch.Tensor]:
+        """:meth:`_score_group` running only the adapted top layers, from cached lower states.
+
+        The group's prompts and candidate tries run as one batch in the tree layout, from the
+        states entering the lowest adapted layer; logits are computed only at the positions that
+        predict a candidate token (each prompt's last token and the trie nodes).
+        """
+        tries, paths = self._candidate_tries(candidates, keep_last=True)
+        states = self._tree_lower_states(prompt_ids, candidates, tries)
+        _, positions, mask, width_p = self._tree_layout(prompt_ids, tries)
+        hidden = states[0].new_zeros((len(prompt_ids), mask.shape[-1], states[0].shape[-1]))
+        for i, (p, row) in enumerate(zip(prompt_ids, states)):
+            n_p = len(p)
+            hidden[i, :n_p] = row[:n_p]
+            hidden[i, width_p : width_p + row.shape[0] - n_p] = row[n_p:]
+            if lower is not None:
+                lower.append(
+                    (
+                        row[:n_p],
+                        [
+                            row[n_p + torch.as_tensor(path, dtype=torch.long, device=row.device)]
+                            if path
+                            else row.new_zeros((0, row.shape[-1]))
+                            for path in paths[i]
+                        ],
+                    )
+                )
+        # The slots whose logits are read: each prompt's last token and every trie node that
+        # some candidate continues from (a candidate's last token predicts nothing scored).
+        slots: dict[tuple[int, int], int] = {}
+        for i, (p, group_paths) in enumerate(zip(prompt_ids, paths)):
+            slots.setdefault((i, len(p) - 1), len(slots))
+            for path in group_paths:
+                for node in path[:-1]:
+                    slots.setdefault((i, width_p + node), len(slots))
+        where = torch.tensor(list(slots), dtype=torch.long, device=self.device)
+        inputs = {
+            "attention_mask": mask,
+            "position_ids": positions,
+            "use_cache": False,
+        }
+        if self._plain_lm_head:
+            # The LM head only where a logit is read (a vocabulary-wide projection per slot).
+            with self._only_layers(self.first_adapted_layer) as top:
+                out = top(inputs_embeds=hidden, **inputs)
+            states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+            head = self._hf_model().get_output_embeddings()
+            table = head(states[where[:, 0], where[:, 1]])
+        else:  # a model that post-processes its logits: take them from its own forward
+            with self._only_layers(self.first_adapted_layer):
+                logits = self.model(inputs_embeds=hidden, **inputs).logits
+            table = logits[where[:, 0], where[:, 1]]
+
+        def row_of(i: int, k: int, j: int) -> int:
+            return slots[(i, len(prompt_ids[i]) - 1 if j == 0 else width_p + paths[i][k][j - 1])]
+
+        return self._candidate_log_probs(table, candidates, row_of)
+
+    def _score_group_full(
+        self, prompt_ids: list[list[int]], candidates: list[list[list[int]]]
+    ) -> list[torch.Tensor]:
+        """:meth:`_score_group` running the whole model, sharing each prompt's KV cache.
+
+        The prompts run once, right-padded in one batch, with ``use_cache=True``; the logits at
+        each prompt's last real token give every candidate's first token. Then one more forward
+        pass runs, per prompt, all its candidates' trie *packed into one sequence* after its
+        cached prompt: node ``n`` at depth ``d`` sits at position ``len(prompt) + d`` and a 4-D
+        attention mask lets it see the prompt's real tokens and its ancestors only. The prompt's
+        cache is never copied per candidate and nothing is padded per candidate. Every attention
+        row sees at least one real prompt token, which keeps the result exact.
+        """
+        batch = len(prompt_ids)
+        lengths = torch.tensor([len(p) for p in prompt_ids], device=self.device)
+        tries, paths = self._candidate_tries(candidates, keep_last=False)
+        packed = max(len(t[0]) for t in tries)
+        first_logits, cache, prompt_mask = self._run_prompts(prompt_ids, lengths)
+        packed_logits = None
+        if packed:
+            width_p = prompt_mask.shape[1]
+            ids = torch.full((batch, packed), self.pad_token_id, dtype=torch.long)
+            positions = torch.zeros((batch, packed), dtype=torch.long)
+            allowed = torch.zeros((batch, packed, width_p + packed), dtype=torch.bool)
+            allowed[:, :, :width_p] = prompt_mask.bool().cpu()[:, None, :]
+            for i, (tokens_of, parents, depths) in enumerate(tries):
+                n = len(tokens_of)
+                if n == 0:
+                    continue
+                ids[i, :n] = torch.as_tensor(tokens_of, dtype=torch.long)
+                positions[i, :n] = len(prompt_ids[i]) + torch.as_tensor(depths)
+                for node in range(n):  # a node sees itself and its ancestors
+                    ancestor = node
+                    while ancestor >= 0:
+                        allowed[i, node, width_p + ancestor] = True
+                        ancestor = parents[ancestor]
+            dtype = first_logits.dtype if first_logits.is_floating_point() else torch.float32
+            mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(
+                ~allowed, torch.finfo(dtype).min
+            )[:, None]
+            out = self._lm(
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                position_ids=positions.to(self.device),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            packed_logits = out.logits.reshape(batch * packed, -1)
+        table = first_logits if packed_logits is None else torch.cat([first_logits, packed_logits])
+
+        def row_of(i: int, k: int, j: int) -> int:
+            return i if j == 0 else batch + i * packed + paths[i][k][j - 1]
+
+        return self._candidate_log_probs(table, candidates, row_of)
 
     def _score_restricted(
         self,
