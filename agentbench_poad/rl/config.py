@@ -164,13 +164,15 @@ class PPOConfig:
     lora_layers: int | None = None
     """Differs from the paper when set: adapters only on the top ``lora_layers`` decoder layers
     (the paper adapts every layer; None). Fewer parameters train. In exchange the layers below
-    are frozen, so their hidden states for each rollout sequence are computed once (in the
-    scoring pass at rollout time) and reused, exactly, by the critic's frozen features and by
-    every PPO epoch, which then run (and backpropagate through) only the top layers."""
+    are frozen, so their hidden states are computed once and reused, exactly: per (observation,
+    offered actions) by every later scoring pass at rollout time, and per chosen sequence by the
+    critic's frozen features and by every PPO epoch, which then run (and backpropagate through)
+    only the top layers (docs/speed.md)."""
     frozen_cache_tokens: int = 262_144
-    """With ``lora_layers``: how many tokens of frozen lower-layer hidden states the policy keeps
-    (least recently used dropped first; each token costs hidden_size numbers of ``dtype``). A
-    sequence that fell out is recomputed, so this trades memory for time, never results."""
+    """With ``lora_layers``: how many tokens of frozen lower-layer hidden states the policy keeps,
+    once for chosen sequences and once for scoring trees (least recently used dropped first;
+    each token costs hidden_size numbers of ``dtype``). An entry that fell out is recomputed, so
+    this trades memory for time, never results."""
     critic_hidden_sizes: tuple[int, ...] = (1024, 512)
     """Hidden widths of the critic's MLP head on the frozen features."""
     normalization: str = "word"
