@@ -100,10 +100,22 @@ def test_lora_layers_adapts_only_the_top_layers(deep_model_dir):
         LMPolicy(deep_model_dir, lora=None, lora_layers=1)
 
 
+# Like a PPO minibatch: few distinct observations, the same or prefix-sharing actions again and
+# again (each distinct prompt then runs once, its actions as a trie after it).
+repeated_samples_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["", "tomato", "walk to the board", "chop chop the tomato dish"]),
+        st.lists(st.integers(3, 6) | st.integers(3, 200), min_size=0, max_size=5),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(samples=samples_strategy, warm=st.booleans())
+@given(samples=samples_strategy | repeated_samples_strategy, warm=st.booleans())
 def test_cached_lower_layers_give_the_same_log_probs_and_gradients(top_policy, samples, warm):
     prompts = [f"You see {p}." for p, _ in samples]
     actions = [a for _, a in samples]

@@ -852,16 +852,32 @@ class LMPolicy(torch.nn.Module):
     ) -> list[tuple[list[list[int]], torch.Tensor, torch.Tensor]]:
         """Per prompt: (candidate token ids, token log-probs (K, L), normalised scores (K,)).
 
-        Prompts are scored in groups whose cache (sum over candidates of prompt + candidate
-        tokens) stays within ``score_batch_tokens``; a prompt is never split. ``lower``: see
-        :meth:`_score_group` (filled in prompt order).
+        A (prompt, offered actions) pair that repeats in the batch (a PPO minibatch meets the
+        same observation many times) is scored once and its result shared (exact; autograd sums
+        the gradients). Prompts are scored in groups whose cache (sum over candidates of prompt +
+        candidate tokens) stays within ``score_batch_tokens``; a prompt is never split.
+        ``lower``: see :meth:`_score_group` (filled in prompt order, one entry per prompt).
         """
-        encoded = []
-        for prompt, actions in zip(prompts, available_actions):
+        for actions in available_actions:
             if not actions:
                 raise ValueError(
                     "available_actions is an empty list; pass None for open-action environments"
                 )
+        keys = [(p, tuple(a)) for p, a in zip(prompts, available_actions)]
+        first = {key: n for n, key in enumerate(dict.fromkeys(keys))}
+        if len(first) < len(keys):
+            unique = list(first)
+            unique_lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = (
+                None if lower is None else []
+            )
+            scored = self._score_restricted(
+                [p for p, _ in unique], [list(a) for _, a in unique], unique_lower
+            )
+            if lower is not None and unique_lower:
+                lower.extend(unique_lower[first[key]] for key in keys)
+            return [scored[first[key]] for key in keys]
+        encoded = []
+        for prompt, actions in zip(prompts, available_actions):
             prompt_ids = self.encode_prompt(prompt)
             encoded.append((prompt_ids, self._encode_actions(prompt, prompt_ids, list(actions))))
         groups: list[list[int]] = []
@@ -1106,28 +1122,18 @@ class LMPolicy(torch.nn.Module):
         if batch == 0 or width == 0:
             empty = torch.zeros((batch, width), device=self.device)
             return TokenLogProbs(empty, empty.clone(), empty.bool())
+        if self._reuse_from() > 0:
+            return self._token_log_probs_top(prompt_ids, actions)
         sequences = [p + a for p, a in zip(prompt_ids, actions)]
         first = min(len(p) for p in prompt_ids) - 1  # earliest position that predicts an action
-        if self._reuse_from() > 0:
-            # Only the adapted top layers run (and backpropagate) from the frozen lower states.
-            hidden, attention = self._padded_lower(sequences)
-            with self._only_layers(self.first_adapted_layer):
-                out = self._lm(
-                    keep=int(hidden.shape[1] - first),
-                    inputs_embeds=hidden,
-                    attention_mask=attention,
-                    use_cache=False,
-                )
-            total = hidden.shape[1]
-        else:
-            ids, attention = self._right_padded(sequences)
-            out = self._lm(
-                keep=int(ids.shape[1] - first),
-                input_ids=ids,
-                attention_mask=attention,
-                use_cache=False,
-            )
-            total = ids.shape[1]
+        ids, attention = self._right_padded(sequences)
+        out = self._lm(
+            keep=int(ids.shape[1] - first),
+            input_ids=ids,
+            attention_mask=attention,
+            use_cache=False,
+        )
+        total = ids.shape[1]
         offset = total - out.logits.shape[1]
         index = torch.zeros((batch, width), dtype=torch.long)
         targets = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
@@ -1147,6 +1153,88 @@ class LMPolicy(torch.nn.Module):
             log_probs=torch.where(mask, log_probs, zero),
             entropy=torch.where(mask, entropy, zero),
             mask=mask,
+        )
+
+    def _token_log_probs_top(
+        self, prompt_ids: list[list[int]], actions: list[list[int]]
+    ) -> TokenLogProbs:
+        """:meth:`token_log_probs` with ``lora_layers``: only the adapted top layers run (and
+        backpropagate), from the frozen lower states, and each distinct prompt runs once.
+
+        A PPO minibatch holds many samples of the same observation (an Overcooked task has a few
+        dozen). Samples are grouped by prompt; each group's distinct actions run as a trie after
+        one copy of the prompt (the tree layout of :meth:`_tree_layout`), and a sample's log-probs
+        and entropies are read at its prompt's last token and its trie nodes. Exact: a token's
+        states depend on its prefix only, and autograd sums the gradient over the samples that
+        share a computation.
+        """
+        batch = len(prompt_ids)
+        width = max(len(a) for a in actions)
+        lower = self._lower_hidden([p + a for p, a in zip(prompt_ids, actions)])
+        group_of: dict[tuple[int, ...], int] = {}
+        groups: list[tuple[list[int], list[list[int]], int]] = []  # (prompt, actions, a sample)
+        action_of: list[dict[tuple[int, ...], int]] = []
+        where: list[tuple[int, int]] = []  # per sample: (group, index of its action there)
+        for row, (p, a) in enumerate(zip(prompt_ids, actions)):
+            g = group_of.setdefault(tuple(p), len(groups))
+            if g == len(groups):
+                groups.append((p, [], row))
+                action_of.append({})
+            k = action_of[g].setdefault(tuple(a), len(groups[g][1]))
+            if k == len(groups[g][1]):
+                groups[g][1].append(a)
+            where.append((g, k))
+        tries, paths = self._candidate_tries([g[1] for g in groups], keep_last=False)
+        group_prompts = [g[0] for g in groups]
+        _, positions, mask, width_p = self._tree_layout(group_prompts, tries)
+        hidden = lower[0].new_zeros((len(groups), mask.shape[-1], lower[0].shape[-1]))
+        # The source of each slot's lower states: the prompt from any of its samples, a trie node
+        # from a sample whose action passes through it (row P + depth of its sequence).
+        for g, (p, _, row) in enumerate(groups):
+            hidden[g, : len(p)] = lower[row][: len(p)]
+        for row, (g, k) in enumerate(where):
+            path = paths[g][k]
+            if path:
+                n_p = len(group_prompts[g])
+                nodes = torch.as_tensor(path, dtype=torch.long, device=hidden.device)
+                hidden[g, width_p + nodes] = lower[row][n_p : n_p + len(path)]
+        slots: dict[tuple[int, int], int] = {}
+        for g, p in enumerate(group_prompts):
+            slots.setdefault((g, len(p) - 1), len(slots))
+            for path in paths[g]:
+                for node in path:
+                    slots.setdefault((g, width_p + node), len(slots))
+        at = torch.tensor(list(slots), dtype=torch.long, device=self.device)
+        inputs = {"attention_mask": mask, "position_ids": positions, "use_cache": False}
+        if self._plain_lm_head:
+            with self._only_layers(self.first_adapted_layer) as top:
+                out = top(inputs_embeds=hidden, **inputs)
+            states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+            logits = self._hf_model().get_output_embeddings()(states[at[:, 0], at[:, 1]])
+        else:
+            with self._only_layers(self.first_adapted_layer):
+                logits = self.model(inputs_embeds=hidden, **inputs).logits[at[:, 0], at[:, 1]]
+        log_softmax = torch.log_softmax(logits.float(), dim=-1)
+        entropy_of_slot = -(log_softmax.exp() * log_softmax).sum(dim=-1)
+        index = torch.zeros((batch, width), dtype=torch.long)
+        targets = torch.zeros((batch, width), dtype=torch.long)
+        mask_out = torch.zeros((batch, width), dtype=torch.bool)
+        for row, ((g, k), a) in enumerate(zip(where, actions)):
+            n_p = len(group_prompts[g])
+            for j, token in enumerate(a):
+                slot = (g, n_p - 1) if j == 0 else (g, width_p + paths[g][k][j - 1])
+                index[row, j] = slots[slot]
+                targets[row, j] = token
+                mask_out[row, j] = True
+        index, targets = index.to(self.device), targets.to(self.device)
+        mask_out = mask_out.to(self.device)
+        log_probs = log_softmax[index.reshape(-1), targets.reshape(-1)].reshape(batch, width)
+        entropy = entropy_of_slot[index]
+        zero = torch.zeros((), device=self.device)
+        return TokenLogProbs(
+            log_probs=torch.where(mask_out, log_probs, zero),
+            entropy=torch.where(mask_out, entropy, zero),
+            mask=mask_out,
         )
 
     @torch.no_grad()
