@@ -282,6 +282,26 @@ def test_cached_scoring_trees_stay_exact_while_the_adapters_train(deep_model_dir
     assert len(policy._tree_cache) == 2  # every later pass read the cached trees
 
 
+def test_logits_through_the_models_own_forward_equal_the_lm_head_at_the_slots(top_policy):
+    """The path for models that post-process logits (scaling, soft-capping) gives the same
+    numbers as the LM head applied at the read slots only, on a model that does neither."""
+    prompts = ["Kitchen: a tomato", "Kitchen: a bowl", "Kitchen: a tomato"]
+    offered = [["pick up the tomato", "chop"], ["serve", "take the bowl"], ["chop", "wait"]]
+    tokens = [[5, 6, 7], [8], [5, 6, 9]]
+    results = []
+    for plain_head in (True, False):
+        top_policy._plain_lm_head = plain_head
+        try:
+            with torch.no_grad():
+                scored = top_policy.candidate_log_probs(prompts, offered)
+                recomputed = top_policy.token_log_probs(prompts, tokens)
+        finally:
+            top_policy._plain_lm_head = True
+        results.append((torch.cat(scored), recomputed.log_probs, recomputed.entropy))
+    for got, expected in zip(results[1], results[0]):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     budget=st.integers(0, 20),

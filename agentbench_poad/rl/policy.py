@@ -726,6 +726,29 @@ class LMPolicy(torch.nn.Module):
             states = [s if s is not None else fresh[k] for k, s in zip(keys, states)]
         return [s.to(self.device) for s in states if s is not None]
 
+    def _top_logits(
+        self,
+        hidden: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        slots: list[tuple[int, int]],
+    ) -> torch.Tensor:
+        """Logits ``(len(slots), V)`` at the ``(row, column)`` slots of a tree layout, running
+        the adapted top layers from ``hidden`` (the states entering the lowest adapted layer).
+
+        The LM head runs only at the slots (a vocabulary-wide projection each); a model that
+        post-processes its logits (scaling, soft-capping) runs its own forward instead.
+        """
+        at = torch.tensor(slots, dtype=torch.long, device=self.device)
+        inputs = {"attention_mask": mask, "position_ids": positions, "use_cache": False}
+        if self._plain_lm_head:
+            with self._only_layers(self.first_adapted_layer) as top:
+                out = top(inputs_embeds=hidden, **inputs)
+            states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+            return self._hf_model().get_output_embeddings()(states[at[:, 0], at[:, 1]])
+        with self._only_layers(self.first_adapted_layer):
+            return self.model(inputs_embeds=hidden, **inputs).logits[at[:, 0], at[:, 1]]
+
     def _score_group_top(
         self,
         prompt_ids: list[list[int]],
@@ -766,23 +789,7 @@ class LMPolicy(torch.nn.Module):
             for path in group_paths:
                 for node in path[:-1]:
                     slots.setdefault((i, width_p + node), len(slots))
-        where = torch.tensor(list(slots), dtype=torch.long, device=self.device)
-        inputs = {
-            "attention_mask": mask,
-            "position_ids": positions,
-            "use_cache": False,
-        }
-        if self._plain_lm_head:
-            # The LM head only where a logit is read (a vocabulary-wide projection per slot).
-            with self._only_layers(self.first_adapted_layer) as top:
-                out = top(inputs_embeds=hidden, **inputs)
-            states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-            head = self._hf_model().get_output_embeddings()
-            table = head(states[where[:, 0], where[:, 1]])
-        else:  # a model that post-processes its logits: take them from its own forward
-            with self._only_layers(self.first_adapted_layer):
-                logits = self.model(inputs_embeds=hidden, **inputs).logits
-            table = logits[where[:, 0], where[:, 1]]
+        table = self._top_logits(hidden, mask, positions, list(slots))
 
         def row_of(i: int, k: int, j: int) -> int:
             return slots[(i, len(prompt_ids[i]) - 1 if j == 0 else width_p + paths[i][k][j - 1])]
@@ -1204,16 +1211,7 @@ class LMPolicy(torch.nn.Module):
             for path in paths[g]:
                 for node in path:
                     slots.setdefault((g, width_p + node), len(slots))
-        at = torch.tensor(list(slots), dtype=torch.long, device=self.device)
-        inputs = {"attention_mask": mask, "position_ids": positions, "use_cache": False}
-        if self._plain_lm_head:
-            with self._only_layers(self.first_adapted_layer) as top:
-                out = top(inputs_embeds=hidden, **inputs)
-            states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-            logits = self._hf_model().get_output_embeddings()(states[at[:, 0], at[:, 1]])
-        else:
-            with self._only_layers(self.first_adapted_layer):
-                logits = self.model(inputs_embeds=hidden, **inputs).logits[at[:, 0], at[:, 1]]
+        logits = self._top_logits(hidden, mask, positions, list(slots))
         log_softmax = torch.log_softmax(logits.float(), dim=-1)
         entropy_of_slot = -(log_softmax.exp() * log_softmax).sum(dim=-1)
         index = torch.zeros((batch, width), dtype=torch.long)
