@@ -622,10 +622,11 @@ class LMPolicy(torch.nn.Module):
     ) -> list[torch.Tensor]:
         """Token log-probs of every candidate after its prompt, the prompt run once.
 
-        With ``lora_layers`` the frozen lower layers' states of the whole (prompt, candidates)
-        tree come from a cache (:meth:`_tree_lower_states`) and only the adapted top layers run;
-        otherwise the whole model runs (:meth:`_score_group_full`). Both are exact: equal to one
-        plain forward per prompt + candidate.
+        One forward over the tree layout (:meth:`_tree_layout`: each prompt, then its
+        candidates' trie), with the LM head only where a logit is read. With ``lora_layers`` the
+        frozen lower layers' states of the (prompt, candidates) tree come from a cache
+        (:meth:`_tree_lower_states`) and only the adapted top layers run; otherwise the whole
+        model runs. Exact: equal to one plain forward per prompt + candidate.
 
         With ``lower`` (a list) and ``lora_layers`` set, per prompt one ``(prompt states (P_i, H),
         [candidate states (n_k, H)])`` is appended: the hidden states entering the lowest adapted
@@ -637,9 +638,30 @@ class LMPolicy(torch.nn.Module):
         """
         if max(len(c) for group in candidates for c in group) == 0:
             return [torch.zeros((len(c), 0), device=self.device) for c in candidates]
-        if self._reuse_from() > 0:
-            return self._score_group_top(prompt_ids, candidates, lower)
-        return self._score_group_full(prompt_ids, candidates)
+        top = self._reuse_from() > 0
+        # A candidate's last token predicts nothing scored: in the trie only when its lower
+        # states are wanted (cached for the critic and the update).
+        tries, paths = self._candidate_tries(candidates, keep_last=top)
+        ids, positions, mask, width_p = self._tree_layout(prompt_ids, tries)
+        inputs = (
+            self._top_inputs(prompt_ids, candidates, tries, paths, ids.shape[1], width_p, lower)
+            if top
+            else ids
+        )
+        # The slots whose logits are read: each prompt's last token and the trie nodes of every
+        # candidate's tokens but its last.
+        slots: dict[tuple[int, int], int] = {}
+        for i, (p, group, group_paths) in enumerate(zip(prompt_ids, candidates, paths)):
+            slots.setdefault((i, len(p) - 1), len(slots))
+            for tokens, path in zip(group, group_paths):
+                for node in path[: len(tokens) - 1]:
+                    slots.setdefault((i, width_p + node), len(slots))
+        table = self._tree_logits(inputs, mask, positions, list(slots))
+
+        def row_of(i: int, k: int, j: int) -> int:
+            return slots[(i, len(prompt_ids[i]) - 1 if j == 0 else width_p + paths[i][k][j - 1])]
+
+        return self._candidate_log_probs(table, candidates, row_of)
 
     # The tree layout of a group: row i holds prompt i's tokens at [0, P_i) (right-padded to
     # width_p) and its candidates' trie nodes at [width_p, width_p + N_i). A prompt token sees the
@@ -726,45 +748,47 @@ class LMPolicy(torch.nn.Module):
             states = [s if s is not None else fresh[k] for k, s in zip(keys, states)]
         return [s.to(self.device) for s in states if s is not None]
 
-    def _top_logits(
+    def _tree_logits(
         self,
-        hidden: torch.Tensor,
+        inputs: torch.Tensor,
         mask: torch.Tensor,
         positions: torch.Tensor,
         slots: list[tuple[int, int]],
     ) -> torch.Tensor:
-        """Logits ``(len(slots), V)`` at the ``(row, column)`` slots of a tree layout, running
-        the adapted top layers from ``hidden`` (the states entering the lowest adapted layer).
+        """Logits ``(len(slots), V)`` at the ``(row, column)`` slots of a tree layout.
 
+        ``inputs`` are token ids ``(B, W)`` (the whole model runs) or, with ``lora_layers``, the
+        states ``(B, W, H)`` entering the lowest adapted layer (only the adapted top layers run).
         The LM head runs only at the slots (a vocabulary-wide projection each); a model that
         post-processes its logits (scaling, soft-capping) runs its own forward instead.
         """
         at = torch.tensor(slots, dtype=torch.long, device=self.device)
-        inputs = {"attention_mask": mask, "position_ids": positions, "use_cache": False}
+        start = 0 if inputs.dtype == torch.long else self.first_adapted_layer
+        feed = {"input_ids" if start == 0 else "inputs_embeds": inputs}
+        feed.update(attention_mask=mask, position_ids=positions, use_cache=False)
         if self._plain_lm_head:
-            with self._only_layers(self.first_adapted_layer) as top:
-                out = top(inputs_embeds=hidden, **inputs)
+            with self._only_layers(start) as decoder:
+                out = decoder(**feed)
             states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
             return self._hf_model().get_output_embeddings()(states[at[:, 0], at[:, 1]])
-        with self._only_layers(self.first_adapted_layer):
-            return self.model(inputs_embeds=hidden, **inputs).logits[at[:, 0], at[:, 1]]
+        with self._only_layers(start):
+            return self.model(**feed).logits[at[:, 0], at[:, 1]]
 
-    def _score_group_top(
+    def _top_inputs(
         self,
         prompt_ids: list[list[int]],
         candidates: list[list[list[int]]],
+        tries: list[tuple[list[int], list[int], list[int]]],
+        paths: list[list[list[int]]],
+        width: int,
+        width_p: int,
         lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None,
-    ) -> list[torch.Tensor]:
-        """:meth:`_score_group` running only the adapted top layers, from cached lower states.
-
-        The group's prompts and candidate tries run as one batch in the tree layout, from the
-        states entering the lowest adapted layer; logits are computed only at the positions that
-        predict a candidate token (each prompt's last token and the trie nodes).
-        """
-        tries, paths = self._candidate_tries(candidates, keep_last=True)
+    ) -> torch.Tensor:
+        """The tree layout's ``(B, width, H)`` states entering the lowest adapted layer, from the
+        tree cache (:meth:`_tree_lower_states`); with ``lower``, each prompt's and candidate's
+        states are appended to it (see :meth:`_score_group`)."""
         states = self._tree_lower_states(prompt_ids, candidates, tries)
-        _, positions, mask, width_p = self._tree_layout(prompt_ids, tries)
-        hidden = states[0].new_zeros((len(prompt_ids), mask.shape[-1], states[0].shape[-1]))
+        hidden = states[0].new_zeros((len(prompt_ids), width, states[0].shape[-1]))
         for i, (p, row) in enumerate(zip(prompt_ids, states)):
             n_p = len(p)
             hidden[i, :n_p] = row[:n_p]
@@ -781,75 +805,7 @@ class LMPolicy(torch.nn.Module):
                         ],
                     )
                 )
-        # The slots whose logits are read: each prompt's last token and every trie node that
-        # some candidate continues from (a candidate's last token predicts nothing scored).
-        slots: dict[tuple[int, int], int] = {}
-        for i, (p, group_paths) in enumerate(zip(prompt_ids, paths)):
-            slots.setdefault((i, len(p) - 1), len(slots))
-            for path in group_paths:
-                for node in path[:-1]:
-                    slots.setdefault((i, width_p + node), len(slots))
-        table = self._top_logits(hidden, mask, positions, list(slots))
-
-        def row_of(i: int, k: int, j: int) -> int:
-            return slots[(i, len(prompt_ids[i]) - 1 if j == 0 else width_p + paths[i][k][j - 1])]
-
-        return self._candidate_log_probs(table, candidates, row_of)
-
-    def _score_group_full(
-        self, prompt_ids: list[list[int]], candidates: list[list[list[int]]]
-    ) -> list[torch.Tensor]:
-        """:meth:`_score_group` running the whole model, sharing each prompt's KV cache.
-
-        The prompts run once, right-padded in one batch, with ``use_cache=True``; the logits at
-        each prompt's last real token give every candidate's first token. Then one more forward
-        pass runs, per prompt, all its candidates' trie *packed into one sequence* after its
-        cached prompt: node ``n`` at depth ``d`` sits at position ``len(prompt) + d`` and a 4-D
-        attention mask lets it see the prompt's real tokens and its ancestors only. The prompt's
-        cache is never copied per candidate and nothing is padded per candidate. Every attention
-        row sees at least one real prompt token, which keeps the result exact.
-        """
-        batch = len(prompt_ids)
-        lengths = torch.tensor([len(p) for p in prompt_ids], device=self.device)
-        tries, paths = self._candidate_tries(candidates, keep_last=False)
-        packed = max(len(t[0]) for t in tries)
-        first_logits, cache, prompt_mask = self._run_prompts(prompt_ids, lengths)
-        packed_logits = None
-        if packed:
-            width_p = prompt_mask.shape[1]
-            ids = torch.full((batch, packed), self.pad_token_id, dtype=torch.long)
-            positions = torch.zeros((batch, packed), dtype=torch.long)
-            allowed = torch.zeros((batch, packed, width_p + packed), dtype=torch.bool)
-            allowed[:, :, :width_p] = prompt_mask.bool().cpu()[:, None, :]
-            for i, (tokens_of, parents, depths) in enumerate(tries):
-                n = len(tokens_of)
-                if n == 0:
-                    continue
-                ids[i, :n] = torch.as_tensor(tokens_of, dtype=torch.long)
-                positions[i, :n] = len(prompt_ids[i]) + torch.as_tensor(depths)
-                for node in range(n):  # a node sees itself and its ancestors
-                    ancestor = node
-                    while ancestor >= 0:
-                        allowed[i, node, width_p + ancestor] = True
-                        ancestor = parents[ancestor]
-            dtype = first_logits.dtype if first_logits.is_floating_point() else torch.float32
-            mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(
-                ~allowed, torch.finfo(dtype).min
-            )[:, None]
-            out = self._lm(
-                input_ids=ids.to(self.device),
-                attention_mask=mask.to(self.device),
-                position_ids=positions.to(self.device),
-                past_key_values=cache,
-                use_cache=True,
-            )
-            packed_logits = out.logits.reshape(batch * packed, -1)
-        table = first_logits if packed_logits is None else torch.cat([first_logits, packed_logits])
-
-        def row_of(i: int, k: int, j: int) -> int:
-            return i if j == 0 else batch + i * packed + paths[i][k][j - 1]
-
-        return self._candidate_log_probs(table, candidates, row_of)
+        return hidden
 
     def _score_restricted(
         self,
@@ -1211,7 +1167,7 @@ class LMPolicy(torch.nn.Module):
             for path in paths[g]:
                 for node in path:
                     slots.setdefault((g, width_p + node), len(slots))
-        logits = self._top_logits(hidden, mask, positions, list(slots))
+        logits = self._tree_logits(hidden, mask, positions, list(slots))
         log_softmax = torch.log_softmax(logits.float(), dim=-1)
         entropy_of_slot = -(log_softmax.exp() * log_softmax).sum(dim=-1)
         index = torch.zeros((batch, width), dtype=torch.long)
