@@ -52,7 +52,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,8 @@ class TrainCell:
     label: str
     run_dir: str
     env_kwargs_json: str = "{}"
+    #: the spec group the cell comes from (its ``name``, or ``#N`` for the N-th unnamed group)
+    group: str = ""
 
     @property
     def overrides(self) -> dict[str, Any]:
@@ -140,6 +142,19 @@ class EvalTask:
     agent_kwargs_json: str = "{}"
     #: gym.make arguments of an evaluation-only agent (trained runs use their own, as trained)
     env_kwargs_json: str = "{}"
+    #: the spec group the evaluation comes from (see :attr:`TrainCell.group`)
+    group: str = ""
+    #: the spec file the task was read from (for the record's command)
+    spec: str = ""
+
+    @property
+    def command(self) -> str:
+        """The command that (re)makes this task's record."""
+        out = Path(self.eval_dir).parent.parent
+        return (
+            f"agentbench-poad study {self.spec or 'SPEC'} --out {out} --records "
+            f"{self.records_dir} --group {self.group or '#1'}  # evaluation {self.key}"
+        )
 
 
 @dataclass
@@ -153,6 +168,31 @@ class Study:
     evals: list[EvalTask]
     needs: dict[str, list[str]] = field(default_factory=dict)
     """Eval key -> run dirs that must be trained first."""
+    groups: list[str] = field(default_factory=list)
+    """The spec's group names, in order (``#N`` for the N-th unnamed group)."""
+
+    def select(self, groups: Sequence[str]) -> Study:
+        """The study restricted to the named groups' cells and evaluations.
+
+        Raises:
+            StudyError: a name that is not one of :attr:`groups`.
+        """
+        unknown = [g for g in groups if g not in self.groups]
+        if unknown:
+            raise StudyError(
+                f"study {self.name} has no group(s) {unknown}; its groups are {self.groups}"
+            )
+        chosen = set(groups)
+        evals = [t for t in self.evals if t.group in chosen]
+        return Study(
+            self.name,
+            self.out,
+            self.records,
+            [c for c in self.cells if c.group in chosen],
+            evals,
+            {t.key: self.needs[t.key] for t in evals if t.key in self.needs},
+            [g for g in self.groups if g in chosen],
+        )
 
 
 @dataclass
@@ -261,8 +301,13 @@ def load_study(
     seen_cells: dict[tuple, str] = {}
     seen_dirs: dict[str, str] = {}
     seen_evals: dict[str, str] = {}
+    group_names: list[str] = []
     for g, group in enumerate(groups):
         where = f"[[group]] #{g + 1}" + (f" ({group.get('name')})" if group.get("name") else "")
+        group_name = str(group.get("name") or f"#{g + 1}")
+        if group_name in group_names:
+            problems.append(f"{where}: duplicate group name {group_name!r}")
+        group_names.append(group_name)
         unknown_keys(group, _GROUP_KEYS, where)
         label = str(group.get("label", ""))
         agents = list(group.get("agents", []))
@@ -281,9 +326,9 @@ def load_study(
                 f"{where}: overrides may not set {reserved}; use --device / [study] env_executor"
             )
         tables = {"[study]": head.get("env_kwargs", {}), where: group.get("env_kwargs", {})}
-        for name, table in tables.items():
+        for table_name, table in tables.items():
             if not isinstance(table, dict):
-                problems.append(f"{name}: env_kwargs must be a table of gym.make arguments")
+                problems.append(f"{table_name}: env_kwargs must be a table of gym.make arguments")
         env_kwargs = {k: v for t in tables.values() if isinstance(t, dict) for k, v in t.items()}
         env_kwargs_json = json.dumps(env_kwargs, sort_keys=True)
         protocol = {**default_eval, **group.get("eval", {})}
@@ -330,10 +375,12 @@ def load_study(
                             seeds=tuple(int(s) for s in protocol.get("seeds", seeds)),
                             action_timeout=protocol.get("action_timeout", 60.0),
                             study=name,
+                            spec=str(path),
                             agent_kwargs_json=json.dumps(
                                 group.get("agent_kwargs", {}), sort_keys=True
                             ),
                             env_kwargs_json=env_kwargs_json,
+                            group=group_name,
                         )
                     )
                     continue
@@ -387,6 +434,7 @@ def load_study(
                             label,
                             str(run_dir),
                             env_kwargs_json,
+                            group_name,
                         )
                     )
                     group_dirs.append(str(run_dir))
@@ -405,6 +453,8 @@ def load_study(
                             agent_name=run_name.replace("__", "-"),
                             action_timeout=protocol.get("action_timeout", 60.0),
                             study=name,
+                            spec=str(path),
+                            group=group_name,
                         )
                     )
     problems = list(dict.fromkeys(problems))  # one line per problem, not per seed
@@ -413,7 +463,7 @@ def load_study(
             f"study spec {path} has {len(problems)} problem(s); nothing was run:\n"
             + "\n".join(f"  - {p}" for p in problems)
         )
-    return Study(name, out_dir, records_dir, cells, evals, needs)
+    return Study(name, out_dir, records_dir, cells, evals, needs, group_names)
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -505,7 +555,7 @@ def _eval_job(task: EvalTask) -> str:
 
     eval_dir = Path(task.eval_dir)
     eval_dir.mkdir(parents=True, exist_ok=True)
-    study = {"study": task.study, "eval_key": task.key}
+    study = {"study": task.study, "group": task.group, "eval_key": task.key}
     if task.run_dirs:
         configs = [json.loads((Path(r) / "config.json").read_text()) for r in task.run_dirs]
         wall = {str(c["seed"]): run_wall_time(r) for c, r in zip(configs, task.run_dirs)}
@@ -518,7 +568,7 @@ def _eval_job(task: EvalTask) -> str:
             agent_name=task.agent_name,
             out_dir=eval_dir,
             config={"study": study},
-            command=f"agentbench-poad study SPEC  # {task.study}: {task.key}",
+            command=task.command,
         )
         record["training"]["run_wall_time_s"] = wall
         known = [w for w in wall.values() if w is not None]
@@ -537,7 +587,7 @@ def _eval_job(task: EvalTask) -> str:
             out_dir=eval_dir,
             provenance=Provenance(
                 config={"study": study},
-                command=f"agentbench-poad study SPEC  # {task.study}: {task.key}",
+                command=task.command,
             ),
         )
     path = Path(task.records_dir) / f"{record['record_id']}.json"
@@ -667,7 +717,12 @@ def cells_table(study: Study) -> list[dict[str, Any]]:
     """The study's cells and their state (for ``study --dry-run``)."""
     rows = [{**asdict(c), "state": run_state(c)} for c in study.cells]
     rows += [
-        {"key": t.key, "env_id": t.env_id, "state": "done" if eval_done(t) else "todo"}
+        {
+            "key": t.key,
+            "env_id": t.env_id,
+            "group": t.group,
+            "state": "done" if eval_done(t) else "todo",
+        }
         for t in study.evals
     ]
     return rows

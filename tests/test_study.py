@@ -135,6 +135,65 @@ def test_toml_and_missing_budget(tmp_path):
         load_study(path)
 
 
+def test_group_selection_runs_only_the_named_groups(tiny_model, tmp_path):
+    """``--group NAME``: only that group's cells and evaluations; the record names the study,
+    the group and the command that remakes it."""
+    spec = write_spec(
+        tmp_path / "s.json",
+        tiny_model,
+        extra_groups=[{"name": "baseline", "agents": [RANDOM], "envs": [ENV]}],
+    )
+    study = load_study(spec, out=tmp_path / "out")
+    assert study.groups == ["#1", "baseline"]
+    assert {c.group for c in study.cells} == {"#1"}
+    only = study.select(["baseline"])
+    assert only.cells == [] and [t.group for t in only.evals] == ["baseline"]
+    assert only.needs == {} and only.groups == ["baseline"]
+    result = run_study(only, log=lambda line: None)
+    assert result.trained == [] and result.failed == [] and len(result.records) == 1
+    record = json.loads(Path(result.records[0]).read_text())
+    assert record["config"]["study"]["study"] == "t"
+    assert record["config"]["study"]["group"] == "baseline"
+    assert f"study {spec} " in record["command"] and "--group baseline" in record["command"]
+    assert not (tmp_path / "out" / "runs").exists()
+    # the unselected training group is untouched and still to do
+    assert [run_state(c) for c in study.cells] == ["new"]
+    with pytest.raises(StudyError, match=r"no group\(s\) \['nope'\]; its groups are"):
+        study.select(["nope"])
+
+
+def test_cli_group_option_lists_only_that_group(tiny_model, tmp_path, capsys):
+    from agentbench_poad.cli import main
+
+    spec = write_spec(
+        tmp_path / "s.json",
+        tiny_model,
+        extra_groups=[{"name": "baseline", "agents": [RANDOM], "envs": [ENV]}],
+    )
+    out = str(tmp_path / "out")
+    assert main(["study", str(spec), "--out", out, "--dry-run", "--group", "baseline"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("todo") and lines[0].endswith("[baseline]")
+    assert main(["study", str(spec), "--out", out, "--dry-run"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3  # a run, its eval, baseline
+    assert main(["study", str(spec), "--out", out, "--dry-run", "--group", "nope"]) == 2
+    assert "its groups are ['#1', 'baseline']" in capsys.readouterr().err
+
+
+def test_duplicate_group_names_are_an_error(tmp_path):
+    spec = {
+        "study": {"model": "m", "total_steps": {ENV: 8}},
+        "group": [
+            {"name": "g", "agents": [RANDOM], "envs": [ENV]},
+            {"name": "g", "agents": ["poad"], "envs": [ENV]},
+        ],
+    }
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(spec))
+    with pytest.raises(StudyError, match="duplicate group name 'g'"):
+        load_study(path)
+
+
 # -- running --------------------------------------------------------------------------------------
 def test_study_trains_evaluates_and_skips_what_is_done(tiny_model, tmp_path):
     spec = write_spec(

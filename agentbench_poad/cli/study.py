@@ -49,6 +49,14 @@ def add_parser(subparsers) -> None:
         type=int,
         help="stop each run after this many updates in this call (resumable)",
     )
+    p.add_argument(
+        "--group",
+        action="append",
+        metavar="NAME",
+        help="only this spec group's cells and evaluations (repeatable; a group without a name "
+        "is #N, its place in the spec); e.g. --group base-model to measure the base model "
+        "before any training. The whole spec is still checked",
+    )
     p.add_argument("--no-eval", action="store_true", help="train only; evaluate later")
     p.add_argument(
         "--dry-run",
@@ -64,6 +72,8 @@ def run_study_command(args: argparse.Namespace) -> int:
 
     try:
         study = load_study(args.spec, out=args.out, records=args.records)
+        if args.group:
+            study = study.select(args.group)
     except StudyError as exc:
         return die(str(exc))
     if args.dry_run:
@@ -71,10 +81,11 @@ def run_study_command(args: argparse.Namespace) -> int:
             if "run_dir" in row:
                 print(
                     f"{row['state']:<8} train {row['agent']:<8} {row['env_id']} seed "
-                    f"{row['seed']} ({row['total_steps']} steps) -> {row['run_dir']}"
+                    f"{row['seed']} ({row['total_steps']} steps) -> {row['run_dir']}  "
+                    f"[{row['group']}]"
                 )
             else:
-                print(f"{row['state']:<8} eval  {row['key']}")
+                print(f"{row['state']:<8} eval  {row['key']}  [{row['group']}]")
         return 0
     try:
         result = run_study(
