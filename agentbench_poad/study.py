@@ -44,6 +44,7 @@ a bad override: one error listing every problem, before any run starts), then
 
 Cells run on an executor (``local`` or ``ray``, :mod:`agentbench_poad.executors`); a failed cell
 is reported, retried, and does not stop the others. ``device="cuda"`` runs the same spec on a GPU.
+``load_study(spec).select(["base-model"])`` keeps only the named groups (``study --group``).
 """
 
 from __future__ import annotations
