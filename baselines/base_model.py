@@ -10,7 +10,8 @@ reference's sampling settings. It samples by default, like the paper's evaluatio
 
 ``MODEL`` is anything ``load_causal_lm`` takes: a named model (``smollm2-135m``, fetched on first
 use), a ``.gguf`` file, a local directory or a hub id. On the board the agent is called ``base``
-(``base-greedy`` when greedy) and the record's ``model.base`` is ``MODEL``, so the row reads
+(``base-greedy`` when greedy; ``-chat`` is appended with ``chat_template=True``) and the
+record's ``model.base`` is ``MODEL``, so the row reads
 ``base (smollm2-135m)`` next to ``poad (smollm2-135m)``.
 """
 
@@ -60,6 +61,7 @@ class BaseModelFactory:
         dtype: str = "float32",
         device: str = "cpu",
         normalization: str = "word",
+        chat_template: bool = False,
     ) -> BaseModelAgent:
         """A base-model agent (the keyword arguments are ``--agent-kwargs``).
 
@@ -70,13 +72,23 @@ class BaseModelFactory:
             device: ``"cpu"``, ``"cuda"``, ... or ``"auto"``.
             normalization: Restricted-action score normalisation (``"word"``, the paper's;
                 ``"token"``; ``"sum"``).
+            chat_template: Show each observation as a user turn of the model's chat template;
+                generated code is the reply's first code block (``LMPolicy(chat_template=...)``).
         """
-        policy = _load_policy(self.model, dtype=dtype, device=device, normalization=normalization)
+        policy = _load_policy(
+            self.model,
+            dtype=dtype,
+            device=device,
+            normalization=normalization,
+            chat_template=chat_template,
+        )
         return BaseModelAgent(policy, self.model, greedy=greedy, seed=seed)
 
 
 @functools.lru_cache(maxsize=1)
-def _load_policy(model: str, *, dtype: str, device: str, normalization: str) -> Any:
+def _load_policy(
+    model: str, *, dtype: str, device: str, normalization: str, chat_template: bool = False
+) -> Any:
     """The policy for ``model``; the last one loaded is kept, so every factory built from the
     same spec (the protocol builds one per cell) shares it. ``_load_policy.cache_clear()``
     frees it."""
@@ -87,7 +99,12 @@ def _load_policy(model: str, *, dtype: str, device: str, normalization: str) -> 
     # (``lora=None`` would also keep a second, frozen copy of all weights for a critic this
     # agent never uses.)
     return LMPolicy(
-        model, lora=LoraSettings(), dtype=dtype, device=device, normalization=normalization
+        model,
+        lora=LoraSettings(),
+        dtype=dtype,
+        device=device,
+        normalization=normalization,
+        chat_template=chat_template,
     )
 
 
@@ -107,8 +124,11 @@ class BaseModelAgent:
         self.policy = policy.as_agent(greedy=greedy, seed=seed)
         self.base_model = model
         self.greedy = greedy
-        self.name = "base-greedy" if greedy else "base"
-        self.version = _version(model, policy.normalization)
+        # the board's row name: "base", plus "-greedy" / "-chat" for those settings
+        self.name = "base" + ("-greedy" if greedy else "") + (
+            "-chat" if getattr(policy, "chat_template", False) else ""
+        )
+        self.version = _version(model, policy.normalization, policy.chat_template)
 
     def reset(self, seed: int | None = None) -> None:
         """Re-seed the sampling generator (a no-op for ``seed=None``)."""
@@ -125,11 +145,14 @@ class BaseModelAgent:
         return self.policy.act_batch(observations, available_actions)
 
 
-def _version(model: str, normalization: str) -> str:
-    """The package version, the scoring rule and, for a named model, its pinned source."""
+def _version(model: str, normalization: str, chat_template: bool = False) -> str:
+    """The package version, the scoring rule, the prompt layout and, for a named model, its
+    pinned source."""
     from agentbench_poad.rl.named_models import NAMED_MODELS
 
     text = f"agentbench-poad {__version__}, LMPolicy {normalization}-normalised"
+    if chat_template:
+        text += ", chat template"
     entry = NAMED_MODELS.get(model)
     if entry is not None:
         text += f", {entry.requirement} (sha256 {entry.sha256[:12]})"
@@ -144,10 +167,16 @@ def make_base_model_agent(
     dtype: str = "float32",
     device: str = "cpu",
     normalization: str = "word",
+    chat_template: bool = False,
 ) -> BaseModelAgent:
     """A base-model agent for ``model`` (the factory behind ``lm:MODEL``)."""
     return BaseModelFactory(model)(
-        seed, greedy=greedy, dtype=dtype, device=device, normalization=normalization
+        seed,
+        greedy=greedy,
+        dtype=dtype,
+        device=device,
+        normalization=normalization,
+        chat_template=chat_template,
     )
 
 

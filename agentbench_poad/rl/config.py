@@ -187,6 +187,11 @@ class PPOConfig:
     """Top-k of open-action sampling."""
     max_new_tokens: int = 128
     """Longest generated action (tokens)."""
+    chat_template: bool = False
+    """Show each observation to the model as one user turn of its tokenizer's chat template
+    (instruct models such as SmolLM2-Instruct); a generated action is then the reply's first
+    Markdown code block (the whole reply without one). False: the observation is the raw
+    prompt, as in the paper."""
 
     # -- bookkeeping ---------------------------------------------------------------------------
     eval_every: int = 10

@@ -236,6 +236,10 @@ class LMPolicy(torch.nn.Module):
             once for scoring trees (a prompt and its offered actions, which :meth:`act` then
             scores running only the top layers); each token takes ``hidden_size`` numbers of
             the base dtype. An entry not in the cache is recomputed (exact).
+        chat_template: Show each prompt as one user turn of the tokenizer's chat template,
+            ending with the assistant header (instruct models). A generated (open) action is
+            then the first Markdown code block of the reply (:func:`reply_code`; the whole
+            reply without one); its ``token_ids`` are still every generated token.
     """
 
     def __init__(
@@ -251,6 +255,7 @@ class LMPolicy(torch.nn.Module):
         score_batch_tokens: int = 16384,
         lora_layers: int | None = None,
         frozen_cache_tokens: int = 262_144,
+        chat_template: bool = False,
     ) -> None:
         super().__init__()
         if normalization not in NORMALIZATIONS:
@@ -268,6 +273,12 @@ class LMPolicy(torch.nn.Module):
         self.device = resolve_device(device)
         base, tokenizer = load_causal_lm(model_name_or_path, dtype=dtype, device=self.device)
         self.tokenizer = tokenizer
+        self.chat_template = bool(chat_template)
+        if self.chat_template and not getattr(tokenizer, "chat_template", None):
+            raise ValueError(
+                f"chat_template=True, but the tokenizer of {model_name_or_path} has no chat "
+                "template; use an instruct model (e.g. smollm2-135m) or chat_template=False"
+            )
         self._frozen_model: torch.nn.Module | None = None
         num_layers = int(_text_config(base).num_hidden_layers)
         if lora_layers is not None:
@@ -462,9 +473,23 @@ class LMPolicy(torch.nn.Module):
             attention[row, : states.shape[0]] = 1
         return hidden, attention
 
+    def prompt_text(self, prompt: str) -> str:
+        """The text the model reads for ``prompt``: the prompt itself, or with
+        ``chat_template`` the prompt as a user turn followed by the assistant header."""
+        if not self.chat_template:
+            return prompt
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+
     def encode_prompt(self, prompt: str) -> list[int]:
-        """The prompt's token ids, with the tokenizer's special tokens (BOS)."""
-        ids = list(self.tokenizer(prompt, add_special_tokens=True)["input_ids"])
+        """The prompt's token ids, with the tokenizer's special tokens (BOS; a chat template
+        writes its own)."""
+        ids = list(
+            self.tokenizer(self.prompt_text(prompt), add_special_tokens=not self.chat_template)[
+                "input_ids"
+            ]
+        )
         if not ids:
             raise ValueError(
                 "the prompt encodes to no tokens (empty prompt and a tokenizer that adds no BOS); "
@@ -490,8 +515,10 @@ class LMPolicy(torch.nn.Module):
         self, prompt: str, prompt_ids: list[int], actions: Sequence[str]
     ) -> list[list[int]]:
         """:meth:`encode_action` of several actions after one prompt (one tokenizer call)."""
+        text = self.prompt_text(prompt)
         joint = self.tokenizer(
-            [prompt + self.action_separator + a for a in actions], add_special_tokens=True
+            [text + self.action_separator + a for a in actions],
+            add_special_tokens=not self.chat_template,
         )["input_ids"]
         encoded = []
         for action, full in zip(actions, joint):
@@ -943,7 +970,7 @@ class LMPolicy(torch.nn.Module):
         def finish(row: int, kept: list[int], text: str) -> None:
             n = len(kept)
             results[row] = ActionSample(
-                text=text,
+                text=reply_code(text) if self.chat_template else text,
                 index=-1,
                 token_ids=kept,
                 token_log_probs=lm_log_probs[row][:n],
@@ -1348,6 +1375,16 @@ def _decoder_of(model: torch.nn.Module) -> torch.nn.Module:
         f"cannot find the decoder stack of {type(model).__name__}; critic features need a model "
         "with get_decoder() or base_model (any transformers *ForCausalLM has one)"
     )
+
+
+_FENCE = re.compile(r"```[ \t]*[\w+.-]*[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.DOTALL)
+
+
+def reply_code(reply: str) -> str:
+    """The code of a chat reply: its first Markdown code block (fenced with three backticks and
+    an optional language tag; one left open runs to the end), else the whole reply."""
+    match = _FENCE.search(reply)
+    return match.group(1) if match else reply
 
 
 def _multinomial(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

@@ -59,10 +59,20 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     return path if path.is_dir() else None
 
 
+#: Algorithm fields added after runs were already made, with their default: a run whose config
+#: lacks one was made with the default, so it resumes under a config that has the default.
+LATER_FIELDS: dict[str, Any] = {"chat_template": False}
+
+
 def _identity(value: Any) -> Any:
     """What must match to resume a run: everything but where it runs (``device``, envs)."""
     if isinstance(value, dict) and "device" in value:
-        return {k: v for k, v in value.items() if k not in ("device", "env_executor")}
+        return {
+            k: v
+            for k, v in value.items()
+            if k not in ("device", "env_executor")
+            and not (k in LATER_FIELDS and v == LATER_FIELDS[k])
+        }
     return value
 
 

@@ -126,6 +126,7 @@ def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) 
         generation=generation,
         lora_layers=config.lora_layers,
         frozen_cache_tokens=config.frozen_cache_tokens,
+        chat_template=config.chat_template,
     )
     generator = torch.Generator().manual_seed(_derived_seed(seed, _ADAPTER))
     with torch.no_grad():
