@@ -371,7 +371,7 @@ def test_committed_grid_spec_has_issue_12s_cells(tmp_path):
     path.write_text(text)
     study = load_study(path, out=tmp_path / "out")
     cells = {(c.agent, c.env_id, c.seed, c.label) for c in study.cells}
-    assert len(cells) == len(study.cells) == 3 * 2 * 3 + 2 * 3 + 3 * 3
+    assert len(cells) == len(study.cells) == 3 * 2 * 3 + 2 * 3 + 3 * 3 + 2 * 3
     for agent in ("poad", "ntpo", "twosome"):
         for env in (
             "Overcooked-TomatoSalad-v0",
@@ -388,9 +388,15 @@ def test_committed_grid_spec_has_issue_12s_cells(tmp_path):
     unseen = [t for t in study.evals if "trainedon-VirtualHome-FoodPreparation" in t.key]
     assert len(unseen) == 3 * 6
     assert all(t.episodes == 100 and t.greedy is False for t in unseen)
+    code = [c for c in study.cells if c.env_id == "DataSciCoding-iris-v0"]
+    assert sorted({c.agent for c in code}) == ["ntpo", "poad"] and len(code) == 6
+    assert all(c.overrides == {"chat_template": True} for c in code)
+    assert all(c.env_kwargs == {"sandbox": "docker"} for c in code)
     base = [t for t in study.evals if t.agent == "lm:smollm2-135m"]
-    assert len(base) == 2 + 6
-    assert [json.loads(t.agent_kwargs_json)["greedy"] for t in base] == [True] * 2 + [False] * 6
+    assert len(base) == 2 + 1 + 6
+    kwargs = [json.loads(t.agent_kwargs_json) for t in base]
+    assert [k["greedy"] for k in kwargs] == [True] * 2 + [False] * 7
+    assert [k.get("chat_template", False) for k in kwargs] == [False] * 2 + [True] + [False] * 6
 
 
 def test_committed_grid_spec_loads_as_is(tmp_path):
@@ -401,12 +407,16 @@ def test_committed_grid_spec_loads_as_is(tmp_path):
         if waiting:
             raise
         pytest.skip("waiting for the CPU preset 'mini' (the lead adds it to every agent)")
-    assert len(study.cells) == 33
+    assert len(study.cells) == 39
     # The gamma_w = 0.9 point of the ablation is the main NTPO row: the CPU preset's Overcooked
     # gamma, which NTPO's gamma_w follows (a separate 0.9 group would re-run it exactly).
     from agentbench_poad.baselines.ntpo import NTPOConfig
 
-    main_ntpo = [c for c in study.cells if c.agent == "ntpo" and c.label == ""]
+    main_ntpo = [
+        c
+        for c in study.cells
+        if c.agent == "ntpo" and c.label == "" and c.env_id.startswith("Overcooked-")
+    ]
     assert main_ntpo and all(not c.overrides for c in main_ntpo)
     config = NTPOConfig.preset("overcooked-mini")
     assert config.intra_gamma is None and config.gamma == 0.9
