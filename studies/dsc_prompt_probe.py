@@ -18,7 +18,7 @@ Each attempt is graded by the real environment (``env.step``, the sandbox, 5 spl
 settings (temperature 0.5, up to 128 new tokens, the reference's). Example::
 
     OMP_NUM_THREADS=1 python studies/dsc_prompt_probe.py --samples 24 \\
-        --out leaderboard/results/probes/dsc-prompt-probe-smollm2-135m.json
+        --out studies/probes/dsc-prompt-probe-smollm2-135m.json
 """
 
 from __future__ import annotations
