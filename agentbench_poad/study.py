@@ -334,6 +334,13 @@ def load_study(
         env_kwargs_json = json.dumps(env_kwargs, sort_keys=True)
         protocol = {**default_eval, **group.get("eval", {})}
         unknown_keys(group.get("eval", {}), _EVAL_KEYS, f"{where} eval")
+        timeout = protocol.get("action_timeout", 60.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+            problems.append(
+                f"{where}: action_timeout must be seconds >= 0 (0: no deadline), got {timeout!r}"
+            )
+            timeout = 60.0
+        timeout = float(timeout) or None  # 0: no deadline (TOML has no null)
         eval_envs = list(group.get("eval_envs", []))
         for env_id in [*envs, *eval_envs]:
             if env_id not in gym.registry:
@@ -374,7 +381,7 @@ def load_study(
                             records_dir=str(records_dir),
                             agent=agent,
                             seeds=tuple(int(s) for s in protocol.get("seeds", seeds)),
-                            action_timeout=protocol.get("action_timeout", 60.0),
+                            action_timeout=timeout,
                             study=name,
                             spec=str(path),
                             agent_kwargs_json=json.dumps(
@@ -452,7 +459,7 @@ def load_study(
                             records_dir=str(records_dir),
                             run_dirs=tuple(group_dirs),
                             agent_name=run_name.replace("__", "-"),
-                            action_timeout=protocol.get("action_timeout", 60.0),
+                            action_timeout=timeout,
                             study=name,
                             spec=str(path),
                             group=group_name,

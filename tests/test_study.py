@@ -180,6 +180,24 @@ def test_cli_group_option_lists_only_that_group(tiny_model, tmp_path, capsys):
     assert "its groups are ['#1', 'baseline']" in capsys.readouterr().err
 
 
+def test_action_timeout_zero_means_no_deadline_and_bad_values_are_errors(tmp_path):
+    def spec(timeout):
+        return {
+            "study": {"model": "m"},
+            "eval": {"action_timeout": timeout},
+            "group": [{"agents": [RANDOM], "envs": [ENV]}],
+        }
+
+    path = tmp_path / "s.json"
+    for timeout, expected in ((0, None), (12.5, 12.5), (60, 60.0)):
+        path.write_text(json.dumps(spec(timeout)))
+        assert [t.action_timeout for t in load_study(path).evals] == [expected]
+    for bad in (-1, "soon", True):
+        path.write_text(json.dumps(spec(bad)))
+        with pytest.raises(StudyError, match="action_timeout must be seconds >= 0"):
+            load_study(path)
+
+
 def test_duplicate_group_names_are_an_error(tmp_path):
     spec = {
         "study": {"model": "m", "total_steps": {ENV: 8}},
