@@ -721,6 +721,27 @@ def _describe(job: Any) -> str:
     return f"evaluate {getattr(job, 'key', job)}"
 
 
+def study_files(study: Study) -> list[Path]:
+    """What to ship (commit, upload) of a study so far, for another machine to evaluate what is
+    trained, continue what is not, and skip what is done: each finished run's evaluation files,
+    each unfinished run's files with its exact-resume state, each finished evaluation's marker
+    and record (``study --files``)."""
+    from agentbench_poad.rl.run_dir import shareable_files
+
+    files: list[Path] = []
+    for cell in study.cells:
+        state = run_state(cell)
+        if state != "new":
+            files += shareable_files(
+                cell.run_dir, resumable=state == "partial", extra=("study_wall_time.json",)
+            )
+    for task in study.evals:
+        if eval_done(task):
+            done = Path(task.eval_dir) / "done.json"
+            files += [done, Path(json.loads(done.read_text())["record"])]
+    return list(dict.fromkeys(files))
+
+
 def cells_table(study: Study) -> list[dict[str, Any]]:
     """The study's cells and their state (for ``study --dry-run``)."""
     rows = [{**asdict(c), "state": run_state(c)} for c in study.cells]

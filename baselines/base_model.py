@@ -125,8 +125,10 @@ class BaseModelAgent:
         self.base_model = model
         self.greedy = greedy
         # the board's row name: "base", plus "-greedy" / "-chat" for those settings
-        self.name = "base" + ("-greedy" if greedy else "") + (
-            "-chat" if getattr(policy, "chat_template", False) else ""
+        self.name = (
+            "base"
+            + ("-greedy" if greedy else "")
+            + ("-chat" if getattr(policy, "chat_template", False) else "")
         )
         self.version = _version(model, policy.normalization, policy.chat_template)
 

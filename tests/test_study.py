@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -196,6 +197,76 @@ def test_action_timeout_zero_means_no_deadline_and_bad_values_are_errors(tmp_pat
         path.write_text(json.dumps(spec(bad)))
         with pytest.raises(StudyError, match="action_timeout must be seconds >= 0"):
             load_study(path)
+
+
+def _ship(files: list[Path], to: Path) -> None:
+    """Copy the listed (cwd-relative) files to another root, as a git clone would hold them."""
+    for path in files:
+        assert not path.is_absolute(), path
+        (to / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, to / path)
+
+
+def test_study_files_let_a_clone_skip_finished_work_and_resume_the_rest(
+    tiny_model, tmp_path, monkeypatch
+):
+    """``study --files``: a clone holding only those files has every finished run and record
+    done, and continues an unfinished run to the same log as an uninterrupted one."""
+    from agentbench_poad.study import study_files
+
+    spec = write_spec(
+        tmp_path / "s.json",
+        tiny_model,
+        seeds=(0, 1),
+        extra_groups=[{"name": "baseline", "agents": [RANDOM], "envs": [ENV]}],
+    )
+    full, part, clone = tmp_path / "full", tmp_path / "part", tmp_path / "clone"
+    for root in (full, part, clone):
+        root.mkdir()
+    monkeypatch.chdir(full)
+    assert run_study(spec, out="out", log=lambda line: None).failed == []
+    finished = study_files(load_study(spec, out="out"))
+    names = {p.name for p in finished}
+    assert "agent.pt" not in names and "rng.pt" not in names  # finished: no resume state
+    assert {"config.json", "state.json", "latest", "done.json"} <= names
+    assert not any("tb" in p.parts for p in finished)
+    expected = {c.run_dir: metric_lines(Path(c.run_dir)) for c in load_study(spec, out="out").cells}
+
+    monkeypatch.chdir(part)
+    run_study(spec, out="out", max_updates=2, evaluate=False, log=lambda line: None)
+    unfinished = study_files(load_study(spec, out="out"))
+    assert sum(p.name == "agent.pt" for p in unfinished) == 2  # both runs, resume state
+    _ship(unfinished, clone)
+
+    monkeypatch.chdir(clone)
+    study = load_study(spec, out="out")
+    assert [run_state(c) for c in study.cells] == ["partial", "partial"]
+    result = run_study(study, log=lambda line: None)
+    assert result.failed == [] and len(result.trained) == 2 and len(result.records) == 2
+    for cell in study.cells:
+        assert metric_lines(Path(cell.run_dir)) == expected[cell.run_dir]
+
+    # a second clone of the finished study has nothing left to do
+    monkeypatch.chdir(full)
+    done_clone = tmp_path / "done-clone"
+    _ship(finished, done_clone)
+    monkeypatch.chdir(done_clone)
+    again = run_study(spec, out="out", log=lambda line: None)
+    assert again.trained == [] and again.records == [] and len(again.skipped_evals) == 2
+
+
+def test_cli_files_prints_the_study_files(tiny_model, tmp_path, monkeypatch, capsys):
+    from agentbench_poad.cli import main
+
+    spec = write_spec(tmp_path / "s.json", tiny_model)
+    monkeypatch.chdir(tmp_path)
+    assert main(["study", str(spec), "--out", "out", "--files"]) == 0
+    assert capsys.readouterr().out == ""  # nothing trained yet
+    run_study(spec, out="out", log=lambda line: None)
+    assert main(["study", str(spec), "--out", "out", "--files"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed and all(Path(p).is_file() for p in printed)
+    assert any(p.endswith("adapter_model.safetensors") for p in printed)
 
 
 def test_duplicate_group_names_are_an_error(tmp_path):

@@ -59,6 +59,13 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--no-eval", action="store_true", help="train only; evaluate later")
     p.add_argument(
+        "--files",
+        action="store_true",
+        help="print the files to ship (commit, upload) so another machine can evaluate the "
+        "finished runs, resume the unfinished ones exactly and skip the finished evaluations, "
+        "e.g. git add -f $(agentbench-poad study SPEC --files); run nothing",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="check the spec and list the cells with their state; run nothing",
@@ -76,6 +83,12 @@ def run_study_command(args: argparse.Namespace) -> int:
             study = study.select(args.group)
     except StudyError as exc:
         return die(str(exc))
+    if args.files:
+        from agentbench_poad.study import study_files
+
+        for path in study_files(study):
+            print(path)
+        return 0
     if args.dry_run:
         for row in cells_table(study):
             if "run_dir" in row:

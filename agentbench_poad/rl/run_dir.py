@@ -29,7 +29,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunDirectory", "TensorBoard", "latest_checkpoint", "load_run_config", "write_json"]
+__all__ = [
+    "RunDirectory",
+    "TensorBoard",
+    "latest_checkpoint",
+    "load_run_config",
+    "shareable_files",
+    "write_json",
+]
 
 #: config.json keys that must match to resume a run.
 IDENTITY_KEYS = ("agent", "env_id", "env_kwargs", "model", "seed", "algorithm")
@@ -62,6 +69,33 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 #: Algorithm fields added after runs were already made, with their default: a run whose config
 #: lacks one was made with the default, so it resumes under a config that has the default.
 LATER_FIELDS: dict[str, Any] = {"chat_template": False}
+
+
+def shareable_files(
+    run_dir: str | os.PathLike, *, resumable: bool = False, extra: tuple[str, ...] = ()
+) -> list[Path]:
+    """The files of a run to ship (commit, upload) so that another machine can evaluate it, or,
+    with ``resumable``, also continue it exactly.
+
+    Evaluation needs the config, the logs, the learning curve, the best code (open-action envs)
+    and the newest checkpoint's ``state.json`` and adapter; resuming needs that checkpoint's
+    ``agent.pt`` and ``rng.pt`` too. Older checkpoints and TensorBoard events are left out.
+
+    Args:
+        run_dir: a run directory.
+        resumable: include what an exact resume needs.
+        extra: other file names in the run directory to include when present.
+    """
+    run_dir = Path(run_dir)
+    names = ("config.json", "metrics.jsonl", "learning_curve.json", "best_code.json", *extra)
+    files = [run_dir / name for name in names]
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is not None:
+        files += [run_dir / "checkpoints" / "latest", checkpoint / "state.json"]
+        files += sorted(p for p in (checkpoint / "adapter").rglob("*") if p.is_file())
+        if resumable:
+            files += [checkpoint / "agent.pt", checkpoint / "rng.pt"]
+    return [f for f in files if f.is_file()]
 
 
 def _identity(value: Any) -> Any:
