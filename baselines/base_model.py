@@ -126,9 +126,7 @@ class BaseModelAgent:
         self.greedy = greedy
         # the board's row name: "base", plus "-greedy" / "-chat" for those settings
         self.name = (
-            "base"
-            + ("-greedy" if greedy else "")
-            + ("-chat" if getattr(policy, "chat_template", False) else "")
+            "base" + ("-greedy" if greedy else "") + ("-chat" if policy.chat_template else "")
         )
         self.version = _version(model, policy.normalization, policy.chat_template)
 

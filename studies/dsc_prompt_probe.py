@@ -24,14 +24,11 @@ settings (temperature 0.5, up to 128 new tokens, the reference's). Example::
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
 import time
 from pathlib import Path
 
 FORMATS = ("plain", "chat", "completion")
-_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
 def completion_prompt(description: str, shape: tuple[int, int], n_classes: int) -> str:
@@ -49,12 +46,6 @@ def completion_prompt(description: str, shape: tuple[int, int], n_classes: int) 
     )
 
 
-def chat_code(reply: str) -> str:
-    """The first fenced code block of a chat reply (an unclosed one runs to the end)."""
-    match = _FENCE.search(reply)
-    return match.group(1) if match else reply
-
-
 def probe(
     model: str, dataset: str, samples: int, batch: int, sandbox: str, formats: list[str]
 ) -> dict:
@@ -67,27 +58,29 @@ def probe(
     from agentbench_poad.rl.policy import LMPolicy
 
     policy = LMPolicy(model, lora=LoraSettings())
+    # The chat layout is the agents' own, LMPolicy(chat_template=True): the observation as a
+    # user turn, the reply's first code block submitted (reply_code).
+    chat = LMPolicy(model, lora=LoraSettings(), chat_template=True) if "chat" in formats else None
     env = gym.make(f"DataSciCoding-{dataset}-v0", sandbox=sandbox)
     observation, _ = env.reset(seed=0)
     data = env.unwrapped.dataset  # loaded by reset: the facts the environment's prompt states
     prompts = {
         "plain": observation,
-        "chat": policy.tokenizer.apply_chat_template(
-            [{"role": "user", "content": observation}], tokenize=False, add_generation_prompt=True
-        ),
+        "chat": observation,
         "completion": completion_prompt(data.description, data.shape, data.n_classes),
     }
     results: dict = {"model": model, "dataset": dataset, "sandbox": sandbox, "formats": {}}
     generator = torch.Generator().manual_seed(0)
     for name in formats:
         prompt = prompts[name]
+        layout_policy = chat if name == "chat" else policy
         attempts = []
         start = time.perf_counter()
         with tqdm(total=samples, desc=name, unit="attempt") as bar:
             while len(attempts) < samples:
                 n = min(batch, samples - len(attempts))
-                for sample in policy.act([prompt] * n, [None] * n, generator=generator):
-                    action = chat_code(sample.text) if name == "chat" else sample.text
+                for sample in layout_policy.act([prompt] * n, [None] * n, generator=generator):
+                    action = sample.text
                     env.reset(seed=0)
                     _, reward, _, _, step_info = env.step(action)
                     attempts.append(
@@ -101,7 +94,7 @@ def probe(
                     bar.update(1)
         runs = sum(a["runs"] for a in attempts)
         results["formats"][name] = {
-            "prompt": prompt,
+            "prompt": layout_policy.prompt_text(prompt),
             "attempts": len(attempts),
             "runs": runs,
             "best_reward": max(a["reward"] for a in attempts),
@@ -131,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--samples and --batch must be >= 1")
     results = probe(args.model, args.dataset, args.samples, args.batch, args.sandbox, formats)
     if args.out:
+        from agentbench_poad.rl.run_dir import write_json
+
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        write_json(args.out, results)
         print(f"wrote {args.out}")
     return 0
 

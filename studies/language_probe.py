@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import math
 import sys
 from pathlib import Path
@@ -141,8 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"not run directories (no config.json): {not_runs}")
     result = probe(args.runs, args.window)
     if args.out:
+        from agentbench_poad.rl.run_dir import write_json
+
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.out, result)
         print(f"wrote {args.out}")
     return 0
 

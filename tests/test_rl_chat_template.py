@@ -138,16 +138,28 @@ def test_reply_code_matches_a_plain_fence_scan(prose, code, tail, tag, closed):
 
 def test_runs_made_before_chat_template_existed_still_resume(tmp_path):
     """A config.json without ``chat_template`` was made with its default (False)."""
-    algorithm = {"device": "cpu", "lr": 0.1}
+    from agentbench_poad.baselines.poad import POADConfig
+
+    defaults = POADConfig().to_dict()
+    old = {k: v for k, v in defaults.items() if k != "chat_template"}
     spec = {"agent": "poad", "env_id": "E", "env_kwargs": {}, "model": "m", "seed": 0}
     run = RunDirectory(tmp_path / "run")
-    run.open({**spec, "algorithm": algorithm}, resume=False)
+    run.open({**spec, "algorithm": old}, resume=False)
     (tmp_path / "run" / "metrics.jsonl").write_text("")
-    run.open({**spec, "algorithm": {**algorithm, "chat_template": False}}, resume=True)
+    (tmp_path / "run" / "config.json").write_text(json.dumps({**spec, "algorithm": old}))
+    RunDirectory(tmp_path / "run").open(
+        {**spec, "algorithm": defaults}, resume=True, algorithm_defaults=defaults
+    )
+    for changed in ({**defaults, "chat_template": True}, {**defaults, "lr": 0.5}):
+        (tmp_path / "run" / "config.json").write_text(json.dumps({**spec, "algorithm": old}))
+        with pytest.raises(ValueError, match="cannot resume"):
+            RunDirectory(tmp_path / "run").open(
+                {**spec, "algorithm": changed}, resume=True, algorithm_defaults=defaults
+            )
+    # without the defaults a missing field is a difference
+    (tmp_path / "run" / "config.json").write_text(json.dumps({**spec, "algorithm": old}))
     with pytest.raises(ValueError, match="cannot resume"):
-        RunDirectory(tmp_path / "run").open(
-            {**spec, "algorithm": {**algorithm, "chat_template": True}}, resume=True
-        )
+        RunDirectory(tmp_path / "run").open({**spec, "algorithm": defaults}, resume=True)
 
 
 def test_config_carries_chat_template_to_the_policy(chat_model_dir):

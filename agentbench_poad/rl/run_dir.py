@@ -66,11 +66,6 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     return path if path.is_dir() else None
 
 
-#: Algorithm fields added after runs were already made, with their default: a run whose config
-#: lacks one was made with the default, so it resumes under a config that has the default.
-LATER_FIELDS: dict[str, Any] = {"chat_template": False}
-
-
 def shareable_files(
     run_dir: str | os.PathLike, *, resumable: bool = False, extra: tuple[str, ...] = ()
 ) -> list[Path]:
@@ -101,12 +96,7 @@ def shareable_files(
 def _identity(value: Any) -> Any:
     """What must match to resume a run: everything but where it runs (``device``, envs)."""
     if isinstance(value, dict) and "device" in value:
-        return {
-            k: v
-            for k, v in value.items()
-            if k not in ("device", "env_executor")
-            and not (k in LATER_FIELDS and v == LATER_FIELDS[k])
-        }
+        return {k: v for k, v in value.items() if k not in ("device", "env_executor")}
     return value
 
 
@@ -124,12 +114,21 @@ class RunDirectory:
     def metrics_path(self) -> Path:
         return self.path / "metrics.jsonl"
 
-    def open(self, spec: dict[str, Any], *, resume: bool) -> Path | None:
+    def open(
+        self,
+        spec: dict[str, Any],
+        *,
+        resume: bool,
+        algorithm_defaults: dict[str, Any] | None = None,
+    ) -> Path | None:
         """Create (or re-open, with ``resume``) the run and write its ``config.json``.
 
         Args:
             spec: the run's config (see the layout).
             resume: continue the run that is there.
+            algorithm_defaults: the algorithm config's field defaults. A field the run's saved
+                config lacks was added to the package after the run was made, so the run was
+                made with its default: resuming compares it as that default.
 
         Returns:
             The checkpoint to resume from, or None to start from scratch.
@@ -141,6 +140,8 @@ class RunDirectory:
         checkpoint = None
         if resume and (self.path / "config.json").exists():
             previous = load_run_config(self.path)
+            if algorithm_defaults and isinstance(previous.get("algorithm"), dict):
+                previous["algorithm"] = {**algorithm_defaults, **previous["algorithm"]}
             for key in IDENTITY_KEYS:
                 if _identity(previous.get(key)) != _identity(spec[key]):
                     raise ValueError(

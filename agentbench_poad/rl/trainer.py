@@ -340,7 +340,7 @@ def train(
             f"{config.batch_size} steps; raise total_steps or lower num_envs/rollout_length"
         )
     run = RunDirectory(out)
-    checkpoint = run.open(spec, resume=resume)
+    checkpoint = run.open(spec, resume=resume, algorithm_defaults=type(config)().to_dict())
 
     policy = build_policy(config, model, seed=seed)
     agent = algorithm(config, policy, seed=_derived_seed(seed, _CRITIC))
