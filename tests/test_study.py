@@ -491,7 +491,7 @@ def test_committed_grid_spec_has_issue_12s_cells(tmp_path):
     assert [k.get("chat_template", False) for k in kwargs] == [False] * 2 + [True] + [False] * 7
 
 
-def test_committed_grid_spec_loads_as_is(tmp_path):
+def test_committed_grid_ntpo_row_is_the_gamma_w_0_9_point(tmp_path):
     study = load_study(SPEC, out=tmp_path / "out")
     assert len(study.cells) == 39
     # The gamma_w = 0.9 point of the ablation is the main NTPO row: the CPU preset's Overcooked
