@@ -1,0 +1,108 @@
+"""Do PPO updates whose batch held no reward move the policy as much as rewarding ones?
+
+On a sparse-reward task (VirtualHome: +1 on completion, nothing else) most training batches of a
+small model hold no reward at all. With advantages normalised per minibatch (the reference's rule,
+REFERENCE_SPEC §5.1.4) such a batch's advantages are the critic's noise rescaled to unit variance,
+so PPO still takes a full step. This script reads training runs' ``metrics.jsonl`` and compares,
+per run, the updates whose batch reward is exactly zero with the others: how many there are, their
+mean approximate KL between the sampling and the updated policy, their mean policy gradient norm,
+how many policy steps PPO took and how many minibatches the ``target_kl`` guard skipped (the guard
+bounds the KL of every update, so the steps taken matter as much as the KL), and the token entropy
+at the first and the last update. It measures; it does not establish cause
+(that needs an ablation). Example::
+
+    python studies/update_stats.py \\
+        leaderboard/results/runs/smollm2-cpu/runs/VirtualHome-FoodPreparation-v0/{poad,ntpo,twosome}/seed{0,1,2} \\
+        --out studies/probes/update-stats-foodprep.json
+
+A batch "holds reward" when its ``reward_mean`` is not zero, so the split is only meaningful on
+tasks without a per-step reward (Overcooked charges -0.001 every step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+STATISTICS = ("approx_kl", "policy_grad_norm", "policy_steps", "skipped_kl")
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    """The update lines of ``run_dir/metrics.jsonl``, skipping a line cut short by a kill."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: pass a training run directory")
+    lines = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and "update" in row:
+            lines.append(row)
+    return lines
+
+
+def _mean(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(values) / len(values) if values else None
+
+
+def summarise(lines: list[dict]) -> dict:
+    """Per-group statistics of one run's update lines (see the module docstring)."""
+    groups = {"zero_reward": [], "reward": []}
+    for row in lines:
+        groups["reward" if row.get("reward_mean") else "zero_reward"].append(row)
+    summary = {"updates": len(lines)}
+    for name, rows in groups.items():
+        summary[name] = {"updates": len(rows)}
+        for key in STATISTICS:
+            summary[name][key] = _mean([row.get(key) for row in rows])
+    entropies = [row["entropy"] for row in lines if row.get("entropy") is not None]
+    summary["entropy_first"] = entropies[0] if entropies else None
+    summary["entropy_last"] = entropies[-1] if entropies else None
+    return summary
+
+
+def _fmt(value: float | None) -> str:
+    return "   n/a" if value is None else f"{value:6.3f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="training run directories")
+    parser.add_argument("--out", type=Path, help="write the statistics as JSON")
+    args = parser.parse_args(argv)
+
+    result = {"statistics": list(STATISTICS), "runs": []}
+    print(
+        "run | updates zero/reward | approx_kl zero/reward | grad norm zero/reward | "
+        "steps taken zero/reward | skipped zero/reward | entropy"
+    )
+    for run_dir in args.runs:
+        try:
+            summary = summarise(read_metrics(run_dir))
+        except FileNotFoundError as error:
+            parser.error(str(error))
+        result["runs"].append({"run": str(run_dir), **summary})
+        zero, reward = summary["zero_reward"], summary["reward"]
+        print(
+            f"{run_dir} | {zero['updates']}/{reward['updates']} | "
+            f"{_fmt(zero['approx_kl'])}/{_fmt(reward['approx_kl'])} | "
+            f"{_fmt(zero['policy_grad_norm'])}/{_fmt(reward['policy_grad_norm'])} | "
+            f"{_fmt(zero['policy_steps'])}/{_fmt(reward['policy_steps'])} | "
+            f"{_fmt(zero['skipped_kl'])}/{_fmt(reward['skipped_kl'])} | "
+            f"{_fmt(summary['entropy_first'])} -> {_fmt(summary['entropy_last'])}",
+            flush=True,
+        )
+    if args.out:
+        from agentbench_poad.rl.run_dir import write_json
+
+        write_json(args.out, result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""studies/update_stats.py: zero-reward against rewarding PPO updates, read from metrics.jsonl."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+SCRIPT = Path(__file__).resolve().parents[1] / "studies" / "update_stats.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("update_stats", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+finite = st.floats(min_value=0.0, max_value=10.0, allow_nan=False)
+update_line = st.fixed_dictionaries(
+    {
+        "reward_mean": st.sampled_from([0.0, 0.0, 0.0078125, -0.25]),
+        "approx_kl": finite,
+        "policy_grad_norm": st.one_of(st.none(), finite),
+        "policy_steps": finite,
+        "skipped_kl": finite,
+        "entropy": finite,
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(update_line, max_size=25))
+def test_summary_matches_a_plain_split(lines):
+    rows = [{"update": k + 1, **line} for k, line in enumerate(lines)]
+    summary = _module().summarise(rows)
+
+    assert summary["updates"] == len(rows)
+    for name, keep in (("zero_reward", lambda r: r == 0.0), ("reward", lambda r: r != 0.0)):
+        chosen = [row for row in rows if keep(row["reward_mean"])]
+        assert summary[name]["updates"] == len(chosen)
+        for key in ("approx_kl", "policy_grad_norm", "policy_steps", "skipped_kl"):
+            values = [row[key] for row in chosen if row[key] is not None]
+            expected = sum(values) / len(values) if values else None
+            got = summary[name][key]
+            assert (got is None) == (expected is None)
+            if expected is not None:
+                assert got == pytest.approx(expected)
+    assert summary["entropy_first"] == (rows[0]["entropy"] if rows else None)
+    assert summary["entropy_last"] == (rows[-1]["entropy"] if rows else None)
+
+
+def test_cli_reads_runs_skips_a_cut_line_and_writes_json(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [
+        {"update": 1, "reward_mean": 0.0, "approx_kl": 0.04, "policy_grad_norm": 1.0, "entropy": 2.6},
+        {"update": 2, "reward_mean": 0.01, "approx_kl": 0.02, "policy_grad_norm": 0.5, "entropy": 2.0},
+    ]
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps(line) + "\n" for line in lines) + '{"update": 3, "approx'
+    )
+    out = tmp_path / "stats.json"
+    assert _module().main([str(run), "--out", str(out)]) == 0
+
+    result = json.loads(out.read_text())
+    (row,) = result["runs"]
+    assert row["updates"] == 2
+    assert row["zero_reward"]["approx_kl"] == pytest.approx(0.04)
+    assert row["reward"]["policy_grad_norm"] == pytest.approx(0.5)
+    assert (row["entropy_first"], row["entropy_last"]) == (2.6, 2.0)
+    assert str(run) in capsys.readouterr().out
+
+
+def test_cli_names_a_directory_without_metrics(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        _module().main([str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "metrics.jsonl does not exist" in capsys.readouterr().err
