@@ -301,6 +301,31 @@ def test_table1_cells_show_the_discounted_return_records_log(shipped):
     assert "Cells marked (undiscounted)" in returns.caption
 
 
+def test_a_model_trained_on_the_source_task_is_one_table1_row(committed, shipped):
+    """The model trained on Food Preparation is scored there (its own record) and on the unseen
+    tasks (records "trained on" it): Table 1 shows both in one row, as the paper does."""
+    source = "VirtualHome-FoodPreparation-v0"
+    mine = [
+        r
+        for r in committed
+        if r["agent"]["name"] == "ntpo"
+        and (r.get("training") or {}).get("env_id") == source
+        and r["env"]["id"].startswith("VirtualHome-")
+    ]
+    assert {r["env"]["id"] for r in mine} >= {source, "VirtualHome-Cheese-v0"}
+    returns, success = build_model(mine, shipped, built=BUILT).section("generalization").tables()
+    for table in (returns, success):
+        ours = [row for row in table.rows if row.cells[0].startswith("ntpo")]
+        assert len(ours) == 1, [row.cells[0] for row in ours]
+        assert ours[0].cells[0].endswith(f"[trained on {source}]")
+    columns = [env_id for env_id, _ in layout_tasks(shipped.layouts["table1"])]
+    row = success.rows[0]
+    for record in mine:
+        column = 1 + columns.index(record["env"]["id"])
+        sc = record["scores"]
+        assert row.cells[column] == f"{sc['success_rate']:.3f} ± {sc['success_rate_stderr']:.3f}"
+
+
 def test_each_sentence_is_in_both_renderings(committed, shipped):
     report = build_model(committed, shipped, built=BUILT)
     charts = {c.name: f"<svg><title>{c.name}</title></svg>" for c in report.charts()}

@@ -457,9 +457,14 @@ def _generalisation_section(inputs: _Inputs) -> Section:
     ours_success: dict[str, dict[str, str]] = defaultdict(dict)
     undiscounted = False
     gammas: set[float | None] = set()
+    source = layout.get("trained_on")
     for env_id, _ in columns:
         for r in inputs.by_env.get(env_id, []):
             label, sc = _agent_label(r), r["scores"]
+            if env_id == source and (r.get("training") or {}).get("env_id") == source:
+                # a model trained on the source task, scored there: the same row as its scores
+                # on the unseen tasks (which carry the "[trained on ...]" label)
+                label += f" [trained on {source}]"
             # the discounted return when the record logs it for every seed; else, marked, the
             # undiscounted return (records made before episodes logged a discounted return)
             discounted = _discounted(r)
