@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
 
 import agentbench_poad  # noqa: F401  (registers the envs)
 from agentbench_poad.baselines.oracle_virtualhome import shortest_plan
+from tests._studies import load_study_script
 
 pytest.importorskip("torch")
 
-PROBE = Path(__file__).resolve().parents[1] / "studies" / "plan_probe.py"
-
 
 def _probe_module():
-    spec = importlib.util.spec_from_file_location("plan_probe", PROBE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_study_script("plan_probe")
 
 
 @pytest.mark.parametrize("env_id", ["VirtualHome-FoodPreparation-v0", "VirtualHome-Laundry-v0"])

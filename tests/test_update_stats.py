@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-SCRIPT = Path(__file__).resolve().parents[1] / "studies" / "update_stats.py"
+from tests._studies import load_study_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("update_stats", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_study_script("update_stats")
 
 
 finite = st.floats(min_value=0.0, max_value=10.0, allow_nan=False)
@@ -58,8 +53,20 @@ def test_cli_reads_runs_skips_a_cut_line_and_writes_json(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
     lines = [
-        {"update": 1, "reward_mean": 0.0, "approx_kl": 0.04, "policy_grad_norm": 1.0, "entropy": 2.6},
-        {"update": 2, "reward_mean": 0.01, "approx_kl": 0.02, "policy_grad_norm": 0.5, "entropy": 2.0},
+        {
+            "update": 1,
+            "reward_mean": 0.0,
+            "approx_kl": 0.04,
+            "policy_grad_norm": 1.0,
+            "entropy": 2.6,
+        },
+        {
+            "update": 2,
+            "reward_mean": 0.01,
+            "approx_kl": 0.02,
+            "policy_grad_norm": 0.5,
+            "entropy": 2.0,
+        },
     ]
     (run / "metrics.jsonl").write_text(
         "".join(json.dumps(line) + "\n" for line in lines) + '{"update": 3, "approx'
