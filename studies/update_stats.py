@@ -22,7 +22,6 @@ tasks without a per-step reward (Overcooked charges -0.001 every step).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
@@ -30,19 +29,10 @@ STATISTICS = ("approx_kl", "policy_grad_norm", "policy_steps", "skipped_kl")
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    """The update lines of ``run_dir/metrics.jsonl``, skipping a line cut short by a kill."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: pass a training run directory")
-    lines = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and "update" in row:
-            lines.append(row)
-    return lines
+    """The update lines of ``run_dir/metrics.jsonl`` (see :meth:`RunDirectory.read_metrics`)."""
+    from agentbench_poad.rl.run_dir import RunDirectory
+
+    return RunDirectory(run_dir).read_metrics()
 
 
 def _mean(values: list[float]) -> float | None:

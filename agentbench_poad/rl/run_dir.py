@@ -178,6 +178,26 @@ class RunDirectory:
         tmp.write_text("".join(line + "\n" for line in kept))
         os.replace(tmp, path)
 
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """The logged update lines, in order, skipping a line cut short by a kill.
+
+        Raises:
+            FileNotFoundError: the directory holds no ``metrics.jsonl`` (not a training run).
+        """
+        if not self.metrics_path.is_file():
+            raise FileNotFoundError(
+                f"{self.metrics_path} does not exist: pass a training run directory"
+            )
+        rows = []
+        for line in self.metrics_path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and "update" in row:
+                rows.append(row)
+        return rows
+
     def append_metrics(self, metrics: dict[str, Any]) -> None:
         with open(self.metrics_path, "a") as handle:
             handle.write(json.dumps(metrics, sort_keys=True) + "\n")
