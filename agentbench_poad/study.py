@@ -556,6 +556,27 @@ def run_wall_time(run_dir: str | os.PathLike) -> float | None:
     return float(json.loads(path.read_text())["seconds"])
 
 
+def run_update_time(run_dir: str | os.PathLike) -> float | None:
+    """Seconds the logged updates took (rollout and PPO update; not evaluation or checkpointing).
+
+    Read back from ``metrics.jsonl``, so it survives a SIGKILL that loses a session's
+    ``study_wall_time.json`` entry: a lower bound on the training wall time. None without metrics.
+    """
+    from agentbench_poad.rl.run_dir import RunDirectory
+
+    try:
+        rows = RunDirectory(run_dir).read_metrics()
+    except FileNotFoundError:
+        return None
+    seconds, steps = 0.0, 0
+    for row in rows:
+        rate, now = row.get("steps_per_second"), row.get("env_steps")
+        if isinstance(rate, (int, float)) and rate > 0 and isinstance(now, int):
+            seconds += (now - steps) / rate
+            steps = now
+    return seconds if rows else None
+
+
 def _eval_job(task: EvalTask) -> str:
     """Evaluate one task, write its record; returns the record path."""
     from agentbench_poad.leaderboard.from_run import record_from_runs
@@ -579,6 +600,9 @@ def _eval_job(task: EvalTask) -> str:
             command=task.command,
         )
         record["training"]["run_wall_time_s"] = wall
+        record["training"]["run_update_time_s"] = {
+            str(c["seed"]): run_update_time(r) for c, r in zip(configs, task.run_dirs)
+        }
         known = [w for w in wall.values() if w is not None]
         record["training"]["wall_time_s"] = float(sum(known)) if known else None
     else:

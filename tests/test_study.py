@@ -303,6 +303,15 @@ def test_study_trains_evaluates_and_skips_what_is_done(tiny_model, tmp_path):
     walls = trained["training"]["run_wall_time_s"]
     assert sorted(walls) == ["0", "1"] and all(w > 0 for w in walls.values())
     assert trained["training"]["wall_time_s"] == pytest.approx(sum(walls.values()))
+    updates = trained["training"]["run_update_time_s"]
+    for seed, seconds in updates.items():  # the updates' own time, read back from the metrics
+        metrics = out / "runs" / ENV / "poad" / f"seed{seed}" / "metrics.jsonl"
+        rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+        steps = [0] + [row["env_steps"] for row in rows]
+        expected = sum(
+            (b - a) / row["steps_per_second"] for a, b, row in zip(steps, steps[1:], rows)
+        )
+        assert seconds == pytest.approx(expected) and 0 < seconds <= walls[seed]
     assert trained["learning_curve"] is not None
     assert records["random"]["protocol"]["seeds"] == [0, 1]
     lines = metric_lines(out / "runs" / ENV / "poad" / "seed0")
