@@ -304,6 +304,7 @@ def test_study_trains_evaluates_and_skips_what_is_done(tiny_model, tmp_path):
     assert sorted(walls) == ["0", "1"] and all(w > 0 for w in walls.values())
     assert trained["training"]["wall_time_s"] == pytest.approx(sum(walls.values()))
     updates = trained["training"]["run_update_time_s"]
+    assert sorted(updates) == ["0", "1"]
     for seed, seconds in updates.items():  # the updates' own time, read back from the metrics
         metrics = out / "runs" / ENV / "poad" / f"seed{seed}" / "metrics.jsonl"
         rows = [json.loads(line) for line in metrics.read_text().splitlines()]
