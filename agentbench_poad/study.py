@@ -512,8 +512,7 @@ def _train_job(job: _TrainJob) -> dict[str, Any]:
     if job.env_executor:
         overrides["env_executor"] = job.env_executor
     resume = (run_dir / "config.json").exists()
-    started = time.perf_counter()
-    try:
+    with WallTimeLog(run_dir):
         train(
             get_algorithm(cell.agent),
             cell.env_id,
@@ -528,24 +527,58 @@ def _train_job(job: _TrainJob) -> dict[str, Any]:
             progress=False,
             max_updates=job.max_updates,
         )
-    finally:  # an interrupted session's time counts too (a SIGKILL loses that session's)
-        _add_wall_time(run_dir, time.perf_counter() - started)
     return {"run_dir": str(run_dir), "resumed": resume}
 
 
-def _add_wall_time(run_dir: Path, seconds: float) -> None:
-    from agentbench_poad.leaderboard.records import write_json_atomic
+class WallTimeLog:
+    """Adds one session's wall time to ``<run_dir>/study_wall_time.json``, as it runs.
 
-    path = run_dir / "study_wall_time.json"
-    data = {"seconds": 0.0, "sessions": 0}
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            pass
-    data = {"seconds": float(data["seconds"]) + seconds, "sessions": int(data["sessions"]) + 1}
-    if run_dir.exists():
-        write_json_atomic(path, data)
+    The file holds ``{"seconds": total, "sessions": n}`` summed over the run's sessions. While
+    the ``with`` block runs, a daemon thread rewrites it (atomically) every ``interval`` seconds,
+    and once more on exit, also on an exception or Ctrl-C; so a session ended by SIGKILL or a
+    machine restart loses at most ``interval`` seconds, not its whole time. Nothing is written
+    before ``run_dir`` exists (the trainer creates it).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, interval: float = 30.0) -> None:
+        import threading
+
+        self.path = Path(run_dir) / "study_wall_time.json"
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._flush_every, daemon=True)
+        self._before = (0.0, 0)
+        self._started = 0.0
+
+    def __enter__(self) -> WallTimeLog:
+        if self.path.exists():
+            try:
+                data = json.loads(self.path.read_text())
+                self._before = (float(data["seconds"]), int(data["sessions"]))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                pass  # a corrupt file: count from zero rather than fail a training run
+        self._started = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.flush()
+
+    def flush(self) -> None:
+        from agentbench_poad.leaderboard.records import write_json_atomic
+
+        seconds, sessions = self._before
+        data = {"seconds": seconds + time.perf_counter() - self._started, "sessions": sessions + 1}
+        with self._lock:
+            if self.path.parent.exists():
+                write_json_atomic(self.path, data)
+
+    def _flush_every(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.flush()
 
 
 def run_wall_time(run_dir: str | os.PathLike) -> float | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentbench_poad.study import StudyError, load_study, run_state, run_study
+from agentbench_poad.study import StudyError, WallTimeLog, load_study, run_state, run_study
 
 pytest.importorskip("torch")
 
@@ -442,6 +442,55 @@ def test_killed_study_resumes_without_lost_or_repeated_steps(tiny_model, tmp_pat
     assert lines == metric_lines(full / "runs" / ENV / "poad" / "seed0")
     wall = json.loads((run_dir / "study_wall_time.json").read_text())
     assert wall["sessions"] >= 1 and wall["seconds"] > 0
+
+
+def read_wall(run_dir: Path) -> dict:
+    return json.loads((run_dir / "study_wall_time.json").read_text())
+
+
+def test_wall_time_log_adds_each_session_also_on_error(tmp_path):
+    run_dir = tmp_path / "run"
+    with WallTimeLog(run_dir, interval=0.01):
+        time.sleep(0.05)  # no run dir yet: nothing may be written
+    assert not run_dir.exists()
+    run_dir.mkdir()
+    with WallTimeLog(run_dir):
+        time.sleep(0.01)
+    first = read_wall(run_dir)
+    assert first["sessions"] == 1 and first["seconds"] > 0
+    with pytest.raises(KeyboardInterrupt), WallTimeLog(run_dir):
+        raise KeyboardInterrupt
+    second = read_wall(run_dir)
+    assert second["sessions"] == 2 and second["seconds"] > first["seconds"]
+    (run_dir / "study_wall_time.json").write_text("{not json")
+    with WallTimeLog(run_dir):
+        pass
+    assert read_wall(run_dir)["sessions"] == 1
+
+
+def test_wall_time_log_keeps_a_sigkilled_sessions_time(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "study_wall_time.json").write_text('{"seconds": 100.0, "sessions": 2}')
+    code = (
+        "import time\nfrom agentbench_poad.study import WallTimeLog\n"
+        f"with WallTimeLog({str(run_dir)!r}, interval=0.02):\n    time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+    seen, deadline = 100.0, time.monotonic() + 120
+    try:
+        while seen < 100.3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+            try:
+                seen = read_wall(run_dir)["seconds"]
+            except json.JSONDecodeError:
+                pytest.fail("study_wall_time.json was read half-written")
+    finally:
+        proc.kill()
+        proc.wait()
+    after = read_wall(run_dir)
+    assert seen >= 100.3, "the session's time was never written while it ran"
+    assert after["sessions"] == 3 and after["seconds"] >= seen
 
 
 def test_study_on_ray_equals_local(ray_cluster, tiny_model, tmp_path):
