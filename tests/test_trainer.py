@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from agentbench_poad.baselines import get_algorithm  # noqa: E402
-from agentbench_poad.rl.run_dir import RunDirectory  # noqa: E402
+from agentbench_poad.rl.run_dir import RunDirectory, TensorBoard  # noqa: E402
 from agentbench_poad.rl.trainer import (  # noqa: E402
     TIMING_KEYS,
     evaluate_agent,
@@ -33,12 +34,16 @@ def lines(run_dir):
     return out
 
 
-def tensorboard_steps(run_dir, tag):
+def tensorboard_values(run_dir, tag):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(run_dir / "tb"))
     events.Reload()
-    return [event.step for event in events.Scalars(tag)]
+    return [(event.step, event.value) for event in events.Scalars(tag)]
+
+
+def tensorboard_steps(run_dir, tag):
+    return [step for step, _ in tensorboard_values(run_dir, tag)]
 
 
 def weights(run_dir):
@@ -111,6 +116,23 @@ def test_resume_continues_exactly(tiny_model, tmp_path, monkeypatch):
     for key in c_full:
         torch.testing.assert_close(c_full[key], c_part[key], rtol=0, atol=0)
     assert o_full.keys() == o_part.keys()
+
+
+def test_resumed_tensorboard_file_sorts_after_one_written_the_same_second(tmp_path):
+    """TensorBoard reads event files in name order: second, host, pid, counter."""
+    pytest.importorskip("tensorboard")
+    killed = TensorBoard(tmp_path / "tb", purge_step=None)
+    for step in (1, 2, 3):
+        killed.log({"x": float(step)}, step)
+    killed.close()
+    (written,) = (tmp_path / "tb").iterdir()
+    # as if another process (host "~" sorts after any name) had written it this very second
+    written.rename(written.with_name(f"events.out.tfevents.{int(time.time()):010d}.~.1.1"))
+    resumed = TensorBoard(tmp_path / "tb", purge_step=3)
+    resumed.log({"x": 30.0}, 3)
+    resumed.log({"x": 40.0}, 4)
+    resumed.close()
+    assert tensorboard_values(tmp_path, "x") == [(1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0)]
 
 
 def test_run_directory_layout(tiny_model, tmp_path):

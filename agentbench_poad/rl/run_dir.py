@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,7 @@ class TensorBoard:
                 stacklevel=3,
             )
             return
+        _wait_to_sort_after_event_files(Path(log_dir))
         self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
 
     def log(self, metrics: dict[str, Any], step: int) -> None:
@@ -291,3 +293,23 @@ class TensorBoard:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def _wait_to_sort_after_event_files(log_dir: Path) -> None:
+    """Make a new event file sort after the run's earlier ones.
+
+    TensorBoard reads a directory's event files in name order, and a name is
+    ``events.out.tfevents.<unix second>.<host>.<pid>.<counter>``: a writer opened in the same
+    second as an earlier one (a resume straight after a kill, another process or host) can sort
+    before it, and its purge of the killed session's steps then comes first and purges nothing.
+    Waiting for the next second (at most 1 s; only then) keeps the order.
+    """
+    seconds = []
+    for path in log_dir.glob("events.out.tfevents.*"):
+        stamp = path.name.split(".")[3]
+        if stamp.isdigit():
+            seconds.append(int(stamp))
+    if seconds:
+        wait = max(seconds) + 1 - time.time()
+        if 0 < wait <= 1:  # beyond 1 s a clock differs: waiting cannot help
+            time.sleep(wait)
