@@ -545,26 +545,20 @@ class WallTimeLog:
 
         self.path = Path(run_dir) / "study_wall_time.json"
         self.interval = interval
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._flush_every, daemon=True)
         self._before = (0.0, 0)
         self._started = 0.0
 
     def __enter__(self) -> WallTimeLog:
-        if self.path.exists():
-            try:
-                data = json.loads(self.path.read_text())
-                self._before = (float(data["seconds"]), int(data["sessions"]))
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                pass  # a corrupt file: count from zero rather than fail a training run
+        self._before = _read_wall_time(self.path) or (0.0, 0)
         self._started = time.perf_counter()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        self._thread.join()  # the last flush is ours alone
         self.flush()
 
     def flush(self) -> None:
@@ -572,21 +566,27 @@ class WallTimeLog:
 
         seconds, sessions = self._before
         data = {"seconds": seconds + time.perf_counter() - self._started, "sessions": sessions + 1}
-        with self._lock:
-            if self.path.parent.exists():
-                write_json_atomic(self.path, data)
+        if self.path.parent.exists():
+            write_json_atomic(self.path, data)
 
     def _flush_every(self) -> None:
         while not self._stop.wait(self.interval):
             self.flush()
 
 
+def _read_wall_time(path: Path) -> tuple[float, int] | None:
+    """``study_wall_time.json`` as (seconds, sessions); None when missing or corrupt."""
+    try:
+        data = json.loads(path.read_text())
+        return float(data["seconds"]), int(data["sessions"])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
 def run_wall_time(run_dir: str | os.PathLike) -> float | None:
     """Training wall time of a run made by a study (all its sessions), or None."""
-    path = Path(run_dir) / "study_wall_time.json"
-    if not path.exists():
-        return None
-    return float(json.loads(path.read_text())["seconds"])
+    counted = _read_wall_time(Path(run_dir) / "study_wall_time.json")
+    return None if counted is None else counted[0]
 
 
 def run_update_time(run_dir: str | os.PathLike) -> float | None:
