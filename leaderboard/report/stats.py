@@ -18,8 +18,8 @@ is no interval: an :class:`Estimate` then has ``low``/``high`` of ``None`` and t
 
 Every bootstrap is seeded (:data:`BOOTSTRAP_SEED`, printed in the report's captions), so a report
 built twice from the same records is the same. rliable 1.2 draws its resampling indices from
-numpy's global generator whatever ``random_state`` says; :func:`_seeded` seeds that generator for
-the call and restores it afterwards. rliable is imported lazily, only here.
+numpy's global generator whatever ``random_state`` says (and arch deprecates that argument), so
+:func:`_seeded` seeds the global generator for the call and restores it afterwards. rliable is imported lazily, only here.
 """
 
 from __future__ import annotations
@@ -114,7 +114,6 @@ def _interval(
             func,
             reps=resamples,
             confidence_interval_size=CONFIDENCE,
-            random_state=np.random.RandomState(seed),
         )
     low, high = np.asarray(intervals["x"]).reshape(2)
     return float(np.asarray(points["x"]).reshape(-1)[0]), float(low), float(high)
