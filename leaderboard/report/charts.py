@@ -122,14 +122,23 @@ def _interval_chart(chart: IntervalChart, colors: AgentColors) -> Figure:
     for i, row in enumerate(chart.rows):
         color = colors(row.agent)
         if row.low is not None and row.high is not None:
-            ax.barh(i, row.high - row.low, left=row.low, height=0.6, color=color, alpha=0.75)
+            ax.barh(i, row.high - row.low, left=row.low, height=0.6, color=color, alpha=0.6)
             ax.vlines(row.point, i - 0.3, i + 0.3, color="black", linewidth=1.5)
-        else:
-            ax.plot([row.point], [i], marker="D", color=color, markersize=6, linestyle="none")
+        # the point itself, also where the CI has no width or there is none (one seed)
+        ax.plot(
+            [row.point],
+            [i],
+            marker="o" if row.low is not None else "D",
+            markerfacecolor=color,
+            markeredgecolor="black",
+            markersize=6,
+            linestyle="none",
+        )
     if chart.reference is not None:
         ax.axvline(chart.reference, color="#555555", linestyle="--", linewidth=1)
     ax.set_yticks(range(len(labels)), labels)
     ax.set_ylim(len(labels) - 0.5, -0.5)  # first row on top
+    ax.margins(x=0.05)
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_xlabel(chart.x_label)
     ax.set_title(wrap(chart.title, 80))

@@ -52,9 +52,9 @@ def pm(mean: float, se: float | None, runs: int | None = None, digits: int = 3) 
 
 
 def interval(low: float | None, high: float | None, runs: int, digits: int = 3) -> str:
-    """A 95 % CI as ``[low, high]``, or "n/a (n = 1)" without one."""
+    """A 95 % CI as ``[low, high]``, or "(n = 1: no CI)" without one."""
     if low is None or high is None:
-        return f"n/a (n = {runs})"
+        return f"(n = {runs}: no CI)"
     return f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 

@@ -231,8 +231,16 @@ def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> st
             continue
         for r in sorted((r for r in recs if r is not ref and not is_anchor(r)), key=agent_label):
             diff, poi = compare(r, ref)
-            low = "n/a" if diff.low is None else f"[{diff.low:+.3f}, {diff.high:+.3f}]"
-            p_ci = "n/a" if poi.low is None else f"[{poi.low:.2f}, {poi.high:.2f}]"
+            low = (
+                f"(n = {diff.runs}: no CI)"
+                if diff.low is None
+                else f"[{diff.low:+.3f}, {diff.high:+.3f}]"
+            )
+            p_ci = (
+                f"(n = {poi.runs}: no CI)"
+                if poi.low is None
+                else f"[{poi.low:.2f}, {poi.high:.2f}]"
+            )
             rows.append(
                 (
                     env_id,

@@ -230,7 +230,7 @@ def verdict(difference: Estimate, higher: str = "higher", lower: str = "lower") 
     """The words the board uses for a difference: "better"/"worse" only where its 95 % CI
     excludes zero, else "no significant difference" with the direction of the point estimate."""
     if not difference.has_interval:
-        return f"n/a (n = {difference.runs})"
+        return f"no CI (n = {difference.runs})"
     if difference.excludes(0.0):
         return "better" if difference.point > 0 else "worse"
     if difference.point == 0:
