@@ -31,6 +31,23 @@ Which distribution the log-probs are under. ``ActionSample.token_log_probs`` and
 full vocabulary, no top-k/top-p), like the reference's PPO ratios. Generation samples from the
 tempered, truncated distribution; its per-token log-probs are in
 ``ActionSample.sampling_log_probs`` for anyone who needs the exact behaviour policy.
+
+Where the parts live. :class:`LMPolicy` is composed of focused bases, each a module read top to
+bottom:
+
+* :mod:`agentbench_poad.rl.policy_model` -- :class:`~agentbench_poad.rl.policy_model.PolicyModel`:
+  model and LoRA set-up, tokenisation, the frozen lower layers and their cache, adapter save/load;
+* :mod:`agentbench_poad.rl.action_scoring` -- restricted actions: the tree layout, the tree
+  cache, candidate log-probs (:meth:`LMPolicy.candidate_log_probs`);
+* :mod:`agentbench_poad.rl.generation` -- open actions: sampling with stop rules, :func:`reply_code`;
+* :mod:`agentbench_poad.rl.update_features` -- :meth:`LMPolicy.token_log_probs` and
+  :meth:`LMPolicy.critic_features` for the PPO update;
+* :mod:`agentbench_poad.rl.policy_types` -- :class:`GenerationSettings`, :class:`ActionSample`,
+  :class:`TokenLogProbs`, :data:`NORMALIZATIONS`;
+* :mod:`agentbench_poad.rl.llm_agent` -- :class:`LLMAgent`, the policy as an agent.
+
+This module holds :class:`LMPolicy` itself (its constructor's arguments and :meth:`LMPolicy.act`)
+and re-exports the names above, so ``from agentbench_poad.rl.policy import ...`` keeps working.
 """
 
 from __future__ import annotations
