@@ -64,19 +64,19 @@ FIXED_COLORS = {
     "gigpo": "#8A6100",
     "oracle": "#000000",
     "random": "#6E6E6E",
-    "base": "#5B3E96",
+    "base": "#882255",
 }
 PALETTE = (
-    "#882255",
-    "#117733",
     "#332288",
-    "#996600",
-    "#1F5F8B",
-    "#A63603",
+    "#B15928",
+    "#C51B7D",
+    "#5F6B00",
+    "#00727A",
+    "#8B0000",
     "#4D4D4D",
-    "#7A3E9D",
-    "#00606B",
-    "#8C2D04",
+    "#6A3D9A",
+    "#A65E00",
+    "#08306B",
 )
 WIDTH_IN = 8.0
 LABEL_WIDTH = 40  # characters per line of an agent label before it wraps
@@ -138,7 +138,13 @@ def _interval_chart(chart: IntervalChart, colors: AgentColors) -> Figure:
         ax.axvline(chart.reference, color="#555555", linestyle="--", linewidth=1)
     ax.set_yticks(range(len(labels)), labels)
     ax.set_ylim(len(labels) - 0.5, -0.5)  # first row on top
-    ax.margins(x=0.05)
+    # room around every point and interval (bars are "sticky", so margins() would not pad them)
+    ends = [v for row in chart.rows for v in (row.point, row.low, row.high) if v is not None]
+    if chart.reference is not None:
+        ends.append(chart.reference)
+    lo, hi = min(ends), max(ends)
+    pad = 0.05 * (hi - lo) if hi > lo else max(0.05 * abs(hi), 0.05)
+    ax.set_xlim(lo - pad, hi + pad)
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_xlabel(chart.x_label)
     ax.set_title(wrap(chart.title, 80))
