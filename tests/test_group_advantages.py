@@ -103,7 +103,7 @@ def test_group_labels_may_be_any_hashable_and_bad_input_is_named():
         group_relative_advantages([0], [1.0], normalization="std")
     with pytest.raises(ValueError, match="group ids"):
         group_relative_advantages([0, 1], [1.0])
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValueError, match="NaN or inf"):
         group_relative_advantages([0, 0], [1.0, float("nan")])
 
 
