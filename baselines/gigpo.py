@@ -82,7 +82,5 @@ class GiGPO(GRPO):
         )
 
     def compute_advantages(self, buffer: GroupBuffer) -> None:
-        buffer.advantages = (
-            self.episode_advantages(buffer)
-            + self.config.step_advantage_weight * self.step_advantages(buffer)
-        )
+        episode, step = self.episode_advantages(buffer), self.step_advantages(buffer)
+        buffer.advantages = episode + self.config.step_advantage_weight * step

@@ -50,7 +50,7 @@ def loop_step_returns(episode_rewards, gamma):
     for t in range(len(episode_rewards)):
         total = 0.0
         for k in range(t, len(episode_rewards)):
-            total += gamma**(k - t) * episode_rewards[k]
+            total += gamma ** (k - t) * episode_rewards[k]
         returns.append(total)
     return returns
 

@@ -98,9 +98,7 @@ def test_solves_the_case_study(agent, tiny_word_model, tmp_path):
 def test_budget_counts_env_steps_and_resume_replays_the_same_groups(agent, tiny_model, tmp_path):
     """Whole groups: each update ends at or past u x batch_size steps, within one round."""
     env_id = "CaseStudy-Microwave-v0"  # episodes of 1-5 steps
-    kwargs = dict(
-        total_steps=3 * 8, seed=3, overrides=small(rollout_length=4), progress=False
-    )
+    kwargs = dict(total_steps=3 * 8, seed=3, overrides=small(rollout_length=4), progress=False)
     straight = train(get_algorithm(agent), env_id, tiny_model, out=tmp_path / "a", **kwargs)
     steps = [line["env_steps"] for line in metrics(straight)]
     assert len(steps) == 3
