@@ -228,4 +228,7 @@ class GRPO(PPOAgent):
         )
         chosen = torch.stack([c[i] for c, i in zip(categoricals, batch.extras["index"])])
         entropy = torch.stack([-(c.exp() * c).sum() for c in categoricals])
-        return PolicyEvaluation(chosen[:, None], entropy[:, None])
+        evaluation = PolicyEvaluation(chosen[:, None], entropy[:, None])
+        # The shared KL guard reads the new categoricals from here instead of scoring again.
+        evaluation.candidate_log_probs = categoricals
+        return evaluation

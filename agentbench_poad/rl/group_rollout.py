@@ -125,6 +125,10 @@ class GroupBuffer:
         """``(num_samples,)`` float64 rewards."""
         return np.array([step.reward for step in self.steps()], dtype=np.float64)
 
+    def truncated_records(self) -> list[GroupStep]:
+        """None: a critic bootstraps truncated steps, and a group agent has no critic."""
+        return []
+
     def episode_groups(self) -> list[int]:
         """The group of each episode."""
         return [e.group for e in self.episodes]
