@@ -270,3 +270,34 @@ def test_cli_trains_on_every_restricted_action_id(agent, env_id, tiny_model, tmp
     assert code == 0
     (line,) = metrics(out)
     assert line["episodes"] >= 2 and 4 <= line["env_steps"] <= 8 and line["value_loss"] is None
+
+
+@pytest.mark.parametrize("agent", GROUP_AGENTS)
+def test_a_round_plays_whole_groups_from_one_seed_and_keeps_truncations(agent, tiny_model):
+    """Two groups of 2 side by side, cut by a 2-step time limit: whole, seeded, counted."""
+    from types import SimpleNamespace
+
+    from agentbench_poad.rl.group_rollout import collect_groups, group_seed
+
+    algorithm_class = get_algorithm(agent)
+    config = algorithm_class.config_class(**small(num_envs=4, rollout_length=1))
+    algorithm = algorithm_class(config, build_policy(config, tiny_model, seed=0), seed=0)
+    slots = [
+        SimpleNamespace(env=gym.make("CaseStudy-Microwave-v0", max_episode_steps=2))
+        for _ in range(4)
+    ]
+    state = SimpleNamespace(update=2, env_steps=100)
+    buffer, finished = collect_groups(algorithm, slots, torch.Generator().manual_seed(0), state, 7)
+    assert len(buffer.episodes) == 4 and buffer.episode_groups() == [0, 0, 1, 1]
+    assert [e.reset_seed for e in buffer.episodes] == [group_seed(7, 3, g) for g in (0, 0, 1, 1)]
+    assert state.env_steps == 100 + buffer.num_samples  # one round: the target (12) was passed
+    for episode, (episode_return, success) in zip(buffer.episodes, finished):
+        assert 1 <= len(episode.steps) <= 2 and episode_return == episode.episode_return
+        assert episode.terminated or (episode.truncated and len(episode.steps) == 2)
+        assert success is not None
+    algorithm.compute_advantages(buffer)
+    assert buffer.advantages.shape == (buffer.num_samples,)
+    # A group's episodes start in the same state, so their first steps share an anchor state.
+    assert buffer.episodes[0].steps[0].state_key() == buffer.episodes[1].steps[0].state_key()
+    metrics = algorithm.update(buffer, torch.Generator().manual_seed(1))
+    assert np.isnan(metrics["value_loss"]) and np.isfinite(metrics["policy_loss"])
