@@ -31,6 +31,7 @@ different seeds.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -274,7 +275,16 @@ def collect_groups(
     group = 0
     while group == 0 or state.env_steps < target:
         groups = [(g, group_seed(seed, update, g)) for g in range(group, group + per_round)]
+        before = state.env_steps
         buffer.episodes += _play_round(agent, envs, generator, groups, state)
+        if state.env_steps - before > config.batch_size:
+            warnings.warn(
+                f"a round of {len(envs)} whole episodes took {state.env_steps - before} env "
+                f"steps, more than an update's {config.batch_size} (num_envs x rollout_length): "
+                "if rounds stay this long the run spends more than total_steps; raise "
+                "rollout_length or set the env's max_episode_steps",
+                stacklevel=2,
+            )
         group += per_round
     buffer.check_groups()
     finished = [(e.episode_return, e.success) for e in buffer.episodes]
