@@ -134,7 +134,9 @@ def check_action_type(action: object) -> str:
 
 def invalid_action_note(action: str, available_actions: list[str] | None = None) -> str:
     """The line an observation carries after an unavailable action."""
-    shown = action if len(action) <= 80 else action[:77] + "..."
+    shown = _escape(action[:80])  # the agent's text: escaped, so the note fits any Text space
+    if len(shown) > 80 or len(action) > 80:
+        shown = shown[:77] + "..."
     note = f'The action "{shown}" is not available here, so nothing happened.'
     if available_actions:
         note += " Choose one of the listed actions."

@@ -99,8 +99,11 @@ def test_to_text_spells_what_it_replaces():
 class RawEchoEnv(CountingEnv):
     """Echoes the unavailable action into the observation without sanitising it."""
 
-    def _obs(self, note: str = "") -> str:
-        return (note + " " if note else "") + f"The counter shows {self.count}."
+    def _step(self, action: str):
+        observation, reward, terminated, truncated, info = super()._step(action)
+        if not info["action_valid"]:
+            observation = f'"{action[:50]}" is not available. ' + self._obs()
+        return observation, reward, terminated, truncated, info
 
 
 class RawInfoEnv(CountingEnv):
