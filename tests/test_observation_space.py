@@ -28,9 +28,7 @@ ANY_CHAR = st.integers(0, 0x10FFFF).map(chr)
 NASTY = st.sampled_from(
     ["\x00", "\x1b[2J", "\u202e", "\u2066", "\udc80", "\ufffe", "\U0001f600", "\x7f", "\x85"]
 )
-HOSTILE_TEXT = st.lists(st.one_of(ANY_CHAR, NASTY, st.text(max_size=5)), max_size=40).map(
-    "".join
-)
+HOSTILE_TEXT = st.lists(st.one_of(ANY_CHAR, NASTY, st.text(max_size=5)), max_size=40).map("".join)
 HOSTILE_BYTES = st.lists(
     st.one_of(
         st.binary(max_size=20),
@@ -67,9 +65,7 @@ def assert_inside(env: gym.Env, observation: str, info: dict) -> None:
 
 def plain_escape(text: str) -> str:
     """The reference spelling: characters outside the charset as Python's unicode_escape."""
-    return "".join(
-        c if c in CHARSET else c.encode("unicode_escape").decode("ascii") for c in text
-    )
+    return "".join(c if c in CHARSET else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 # -- the sanitiser -----------------------------------------------------------------------------
@@ -116,7 +112,10 @@ class RawInfoEnv(CountingEnv):
 
 @pytest.mark.parametrize(
     ("env_class", "needle"),
-    [(RawEchoEnv, "adversarial action.*not in observation_space"), (RawInfoEnv, "info\\['echo'\\]")],
+    [
+        (RawEchoEnv, "adversarial action.*not in observation_space"),
+        (RawInfoEnv, "info\\['echo'\\]"),
+    ],
 )
 def test_the_checker_takes_an_adversarial_step(env_class, needle):
     with pytest.raises(TextEnvCheckError, match=needle):
@@ -125,8 +124,13 @@ def test_the_checker_takes_an_adversarial_step(env_class, needle):
 
 # -- restricted-action families: the echo of a label that is not offered -----------------------
 @pytest.mark.parametrize(
-    "env_id", ["Overcooked-TomatoSalad-v0", "Overcooked-TomatoLettuceSalad-v0",
-               "VirtualHome-FoodPreparation-v0", "VirtualHome-Entertainment-v0"]
+    "env_id",
+    [
+        "Overcooked-TomatoSalad-v0",
+        "Overcooked-TomatoLettuceSalad-v0",
+        "VirtualHome-FoodPreparation-v0",
+        "VirtualHome-Entertainment-v0",
+    ],
 )
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(action=HOSTILE_TEXT, big=st.booleans(), steps=st.integers(0, 3))
@@ -157,7 +161,9 @@ def test_the_registry_envs_pass_the_adversarial_step():
 
 # -- DataSciCoding: whatever the sandboxed program writes or raises ----------------------------
 LIMITS = Limits(wall_time_s=60.0, memory_mb=1024)
-MEGABYTE_LINE = "import os\nos.write(1, b'\\x00' * 1_000_000 + b'\\n')\nos.write(2, b'\\xff' * 1_000_000)"
+MEGABYTE_LINE = (
+    "import os\nos.write(1, b'\\x00' * 1_000_000 + b'\\n')\nos.write(2, b'\\xff' * 1_000_000)"
+)
 
 
 def hostile_body(out: bytes, err: bytes, message: str, big: bool, how: str) -> str:
@@ -246,7 +252,9 @@ class HostileCoder:
         return ADVERSARIAL_ACTION[:200] + "\nmodel = None"
 
 
-_FORBIDDEN_IN_HTML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_FORBIDDEN_IN_HTML = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def test_records_and_the_report_stay_valid_utf8(tmp_path):
@@ -255,7 +263,11 @@ def test_records_and_the_report_stay_valid_utf8(tmp_path):
     from agentbench_poad.leaderboard.report import build_report
 
     record = evaluate(
-        HostileCoder, "DataSciCoding-iris-v0", seeds=[0], episodes=1, action_timeout=None,
+        HostileCoder,
+        "DataSciCoding-iris-v0",
+        seeds=[0],
+        episodes=1,
+        action_timeout=None,
         env_kwargs={"sandbox": "process", "limits": LIMITS, "max_episode_steps": 1},
     )[0]
     path = write_record(tmp_path / "records" / f"{record['record_id']}.json", record)

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from agentbench_poad.core import to_text
-
 from agentbench_poad.environments.datascicoding.prompts import (
     Submission,
     may_define_model,
