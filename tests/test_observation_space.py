@@ -280,3 +280,28 @@ def test_records_and_the_report_stay_valid_utf8(tmp_path):
         rendered = out.read_bytes().decode("utf-8")  # strict: no lone surrogates
         assert not _FORBIDDEN_IN_HTML.search(rendered), _FORBIDDEN_IN_HTML.search(rendered)
     assert "<script>" not in page.read_text(encoding="utf-8").replace(html.escape("<script>"), "")
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=HOSTILE_TEXT, description=HOSTILE_TEXT, big=st.booleans())
+def test_dataset_names_and_values_keep_the_observation_inside(name, description, big):
+    """A user's dataset (its name, description, feature names) reaches the prompt escaped."""
+    import numpy as np
+
+    from agentbench_poad.environments.datascicoding.datasets.dataset import Dataset
+    from agentbench_poad.environments.datascicoding.env import DataSciCodingEnv
+
+    rng = np.random.default_rng(0)
+    dataset = Dataset(
+        name=name or "x",
+        description=description + ("\u202e" * 100_000 if big else ""),
+        X=rng.normal(size=(20, 2)),
+        y=np.arange(20) % 2,
+        feature_names=(name, description[:10]),
+        source=f"csv:{name}",
+    )
+    env = DataSciCodingEnv(dataset, sandbox="process", limits=LIMITS)
+    observation, info = env.reset(seed=0)
+    assert_inside(env, observation, info)
+    observation, _, _, _, info = env.step("this is ( not python" + description)
+    assert_inside(env, observation, info)
