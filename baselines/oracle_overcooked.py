@@ -208,6 +208,9 @@ def optimal_policy(
 ) -> OptimalPolicy:
     """The (memoised) optimal policy of ``engine``'s kitchen from ``root`` (default: its state)."""
     graph = macro_graph(engine, root)
+    if max_steps is not None and max_steps >= engine.tick_limit:
+        # Every macro step takes a tick, so such a step limit never binds before the tick limit.
+        max_steps = None
     key = (_engine_id(engine), graph.keys[0], max_steps)
     policy = _POLICIES.get(key)
     if policy is None:

@@ -159,6 +159,13 @@ def test_oracle_follows_the_time_limit(cap):
     assert total == pytest.approx(plain_best(engine, engine.state, cap), abs=1e-9)
 
 
+def test_a_step_limit_past_the_tick_limit_does_not_bind():
+    assert optimal_return("TomatoSalad", 200) == optimal_return("TomatoSalad")
+    env = gym.make("Overcooked-TomatoSalad-v0", max_episode_steps=500)
+    total, info, terminated = play(env, make_oracle(env))
+    assert terminated and total == pytest.approx(optimal_return("TomatoSalad"), abs=1e-9)
+
+
 def test_six_steps_give_the_fastest_serve():
     """With six decisions the optimum is the reference's plan (the 1.146 of the board)."""
     assert optimal_return("TomatoSalad", 6) == pytest.approx(1.145992, abs=1e-6)
