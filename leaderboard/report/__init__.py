@@ -62,6 +62,7 @@ def build_report(
     Returns:
         (path of report.md, path of report.html)
     """
+    from agentbench_poad.core import display_safe
     from agentbench_poad.leaderboard.report.charts import AgentColors, inline_svg, render_chart
     from agentbench_poad.leaderboard.report.html_page import render_html
     from agentbench_poad.leaderboard.report.markdown import render_markdown
@@ -69,6 +70,7 @@ def build_report(
     out_dir = Path(out_dir)
     charts_dir = out_dir / "charts"
     charts_dir.mkdir(parents=True, exist_ok=True)
+    records = display_safe(list(records))
     report = build_model(records, as_paper(paper_results), title=title, built=built)
     # one colour per agent in every chart: assigned in a fixed order (sorted agent names)
     colors = AgentColors(sorted({r["agent"]["name"] for r in records}))

@@ -63,6 +63,7 @@ FIXED_COLORS = {
     "grpo": "#AA3377",
     "gigpo": "#8A6100",
     "oracle": "#000000",
+    "scripted": "#000000",  # the top anchor where no oracle exists: the oracle's role and colour
     "random": "#6E6E6E",
     "base": "#882255",
 }

@@ -18,8 +18,11 @@ from agentbench_poad.registration import UnknownEnvError, env_facts
 
 #: The agent every other agent is compared with.
 REFERENCE_AGENT = "poad"
-#: Rows that anchor the normalised score (0 and 1) and are not compared with POAD.
-ANCHOR_AGENTS = ("random", "oracle")
+#: Rows that anchor the normalised score (0 and 1) and are not compared with POAD. The top
+#: anchor is the oracle (the best return the env admits); where no best can be computed the row
+#: is a scripted solution ("scripted"), not an upper bound, and the report says so.
+ANCHOR_AGENTS = ("random", "oracle", "scripted")
+TOP_ANCHORS = ("oracle", "scripted")
 
 #: Where a seed keeps its mean discounted return, and an episode its discounted return. Records
 #: written before episodes logged one have neither: the report then says "(undiscounted)".
@@ -105,6 +108,15 @@ def seed_success(record: dict[str, Any]) -> list[float]:
 
 def n_seeds(record: dict[str, Any]) -> int:
     return len(record["scores"]["per_seed"])
+
+
+def top_anchor(records: Sequence[dict[str, Any]]) -> tuple[str, float | None]:
+    """The row that normalises to 1: the oracle, else the scripted solution."""
+    for name in TOP_ANCHORS:
+        score = anchor_score(records, name)
+        if score is not None:
+            return name, score
+    return TOP_ANCHORS[0], None
 
 
 def anchor_score(records: Sequence[dict[str, Any]], name: str) -> float | None:

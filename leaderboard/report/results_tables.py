@@ -270,7 +270,9 @@ def tables(
     records: Sequence[dict[str, Any]], paper: PaperResults | None = None
 ) -> dict[str, Callable[[], str]]:
     """Every table :func:`write` can fill, by name (computed when called)."""
-    inputs = Inputs(records, as_paper(paper))
+    from agentbench_poad.core import display_safe
+
+    inputs = Inputs(display_safe(list(records)), as_paper(paper))
     found: dict[str, Callable[[], str]] = {
         "table1": lambda: table1(inputs),
         "comparison": lambda: comparison_table(inputs),
