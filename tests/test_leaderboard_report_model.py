@@ -411,3 +411,15 @@ def test_comparison_has_a_performance_profile_over_the_table1_tasks(committed, s
     assert all(p.mean == 1.0 for p in oracle.points if p.step < 1.0)
     for curve in profile.curves:
         assert all(p.lower <= p.mean + 1e-9 and p.mean <= p.upper + 1e-9 for p in curve.points)
+
+
+def test_a_scripted_row_normalises_where_no_oracle_exists_and_says_so(committed, shipped):
+    report = build_model(committed, shipped, built=BUILT)
+    (iris,) = report.section("env-DataSciCoding-iris-v0").tables()
+    assert "the scripted row 1 (a scripted solution, not an upper bound" in iris.caption
+    assert iris.row("scripted").kind == "anchor"
+    assert iris.row("scripted").cells[iris.header.index("normalised")] == "1.000"
+    (salad,) = report.section("env-Overcooked-TomatoSalad-v0").tables()
+    assert "the oracle row 1" in salad.caption and "scripted" not in salad.caption
+    (comparison,) = report.section("pairwise").tables()
+    assert not [r for r in comparison.rows if r.cells[1] in ("scripted", "oracle", "random")]
