@@ -2,7 +2,8 @@
 
 :func:`train` runs the reference loop (REFERENCE_SPEC §4.1): roll out ``rollout_length`` steps in
 ``num_envs`` environments (episodes continue across updates, each env auto-resets), bootstrap the
-last observations, let the algorithm assign credit and run its PPO epochs, log, evaluate greedily
+last observations and those where a time limit truncated an episode (``terminated`` and
+``truncated`` are kept apart, Gymnasium's way), let the algorithm assign credit and run its PPO epochs, log, evaluate greedily
 now and then, checkpoint. The algorithm object does everything algorithm-specific; the trainer
 never asks which one it runs.
 
@@ -71,8 +72,8 @@ METRIC_KEYS = (
     "value_loss",
     "approx_kl",
     "entropy",
-    "skipped_kl",
-    "policy_steps",
+    "policy_steps_taken",
+    "policy_steps_skipped",
     "critic_grad_norm",
     "policy_grad_norm",
     "steps_per_second",
@@ -380,8 +381,7 @@ def train(
             buffer, finished = _rollout(
                 agent, slots, config, generators["actions"], state, seed, env_id
             )
-            # Time-outs are treated as terminal, like the reference (no bootstrap past them).
-            buffer.next_values = agent.bootstrap_values([s.observation for s in slots])
+            _bootstrap(agent, buffer, slots)
             agent.compute_advantages(buffer)
             losses = agent.update(buffer, generators["shuffle"])
             state.update = update
@@ -507,7 +507,13 @@ def _rollout(
             state.env_steps += 1
             slot.actions.append(action)
             slot.episode_return += float(reward)
-            record.reward, record.done = float(reward), bool(terminated or truncated)
+            record.reward = float(reward)
+            # Kept apart (Gymnasium): a time limit cuts a state that has a future; its value
+            # is bootstrapped after the rollout (_bootstrap).
+            record.terminated = bool(terminated)
+            record.truncated = bool(truncated) and not record.terminated
+            if record.truncated:
+                record.final_observation = obs
             if record.available_actions is None and (
                 state.best_code is None or reward > state.best_code["reward"]
             ):
@@ -527,6 +533,18 @@ def _rollout(
                 slot.observation, slot.info = obs, info
         buffer.add(records)
     return buffer, finished
+
+
+def _bootstrap(agent: Any, buffer: Any, slots: list[_EnvSlot]) -> None:
+    """Values the targets bootstrap from: each env's observation after the rollout
+    (``buffer.next_values``) and the observation of each time-limit truncation
+    (``record.final_value``; Gymnasium's handling of ``truncated``, docs/agents.md)."""
+    buffer.next_values = agent.bootstrap_values([s.observation for s in slots])
+    cut = buffer.truncated_records()
+    if cut:
+        values = agent.bootstrap_values([r.final_observation for r in cut])
+        for record, value in zip(cut, values):
+            record.final_value = float(value)
 
 
 def load_agent(
