@@ -620,8 +620,9 @@ def select_configs(study: Study) -> list[Any]:
         selections = select(
             study.tuning,
             study.out,
-            is_done=lambda run_dir: str(run_dir) in tuning_cells
-            and run_state(tuning_cells[str(run_dir)]) == "done",
+            is_done=lambda run_dir: (
+                str(run_dir) in tuning_cells and run_state(tuning_cells[str(run_dir)]) == "done"
+            ),
         )
         write_chosen(Path(study.spec_path), study.tuning, selections)
     except ValueError as exc:

@@ -186,9 +186,7 @@ def _configurations(table: dict[str, Any], where: str, problems: list[str]) -> l
         return [dict(c) for c in configs]
     if has_grid:
         grid = table["grid"]
-        if not isinstance(grid, dict) or not all(
-            isinstance(v, list) and v for v in grid.values()
-        ):
+        if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
             problems.append(f"{where}: grid must map config fields to non-empty lists of values")
             return None
         keys = list(grid)
@@ -257,6 +255,8 @@ def read_tuning(
     common = _configurations(table, where, problems)
     searches: dict[str, AgentSearch] = {}
     for name in names:
+        if name not in trainable:
+            continue  # reported above
         own = per_agent.get(name) or {}
         here = f"[tuning.per_agent.{name}]"
         if not isinstance(own, dict):
@@ -409,7 +409,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return (
+            "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        )
     raise ValueError(f"cannot write {value!r} into a spec")
 
 
@@ -428,11 +430,17 @@ def write_chosen(spec_path: Path, tuning: Tuning, selections: Sequence[Selection
             rule is deterministic, so the tuning runs changed since).
     """
     chosen = {s.agent: s.chosen for s in selections}
-    changed = {a: (tuning.chosen[a], c) for a, c in chosen.items() if a in tuning.chosen and tuning.chosen[a] != c}
+    changed = {
+        a: (tuning.chosen[a], c)
+        for a, c in chosen.items()
+        if a in tuning.chosen and tuning.chosen[a] != c
+    }
     if changed:
         raise ValueError(
             "the spec already chose other configurations ("
-            + "; ".join(f"{a}: spec {old}, tuning runs now {new}" for a, (old, new) in changed.items())
+            + "; ".join(
+                f"{a}: spec {old}, tuning runs now {new}" for a, (old, new) in changed.items()
+            )
             + "); the tuning runs changed after the selection. Restore them, or remove the "
             "[tuning.chosen] block and every record trained with it"
         )

@@ -84,9 +84,7 @@ def check_config_source(record: dict[str, Any], *, root: Path | None = None) -> 
             f"chose {chosen_by_spec} for {agent}; retrain it with the chosen config"
         )
     trained = config.get("algorithm") or {}
-    differs = {
-        k: (trained.get(k), v) for k, v in chosen_by_spec.items() if trained.get(k) != v
-    }
+    differs = {k: (trained.get(k), v) for k, v in chosen_by_spec.items() if trained.get(k) != v}
     if differs:
         raise RecordError(
             f"record {name!r}: its runs trained with "

@@ -121,7 +121,7 @@ def test_a_time_limit_bootstraps_from_the_final_observation(name, tiny_model):
     returns = np.asarray(buffer.returns)
     for t, step in enumerate(buffer.steps):
         for i, record in enumerate(step):
-            last = (returns[t, i] if returns.ndim == 2 else returns[t, i, len(record.values) - 1])
+            last = returns[t, i] if returns.ndim == 2 else returns[t, i, len(record.values) - 1]
             if record.truncated:
                 expected = record.reward + config.gamma * record.final_value
             elif record.terminated:

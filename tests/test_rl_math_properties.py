@@ -827,19 +827,37 @@ def test_truncation_inputs_are_checked():
     final = np.ones(dones.shape)
     kwargs = dict(gamma=0.9, lam=0.9, intra_gamma=1.0)
     with pytest.raises(ValueError, match="truncated is 1 where dones is 0"):
-        token_level_gae(rewards, values, mask, dones, next_value, truncated=cut,
-                        final_values=final, **kwargs)
+        token_level_gae(
+            rewards, values, mask, dones, next_value, truncated=cut, final_values=final, **kwargs
+        )
     with pytest.raises(ValueError, match="together"):
-        action_level_gae(rewards, values[..., 0], dones, next_value, gamma=0.9, lam=0.9,
-                         truncated=cut)
+        action_level_gae(
+            rewards, values[..., 0], dones, next_value, gamma=0.9, lam=0.9, truncated=cut
+        )
     dones = cut.astype(bool)
     final[1, 0] = np.nan
     with pytest.raises(ValueError, match="final_values contains NaN"):
-        action_level_gae(np.nan_to_num(rewards), np.nan_to_num(values[..., 0]), dones,
-                         next_value, gamma=0.9, lam=0.9, truncated=cut, final_values=final)
+        action_level_gae(
+            np.nan_to_num(rewards),
+            np.nan_to_num(values[..., 0]),
+            dones,
+            next_value,
+            gamma=0.9,
+            lam=0.9,
+            truncated=cut,
+            final_values=final,
+        )
     with pytest.raises(ValueError, match="truncated must be"):
-        action_level_gae(rewards, np.nan_to_num(values[..., 0]), dones, next_value, gamma=0.9,
-                         lam=0.9, truncated=cut * 0.5, final_values=np.ones(cut.shape))
+        action_level_gae(
+            rewards,
+            np.nan_to_num(values[..., 0]),
+            dones,
+            next_value,
+            gamma=0.9,
+            lam=0.9,
+            truncated=cut * 0.5,
+            final_values=np.ones(cut.shape),
+        )
 
 
 # -- the shared KL guard (issue 27 item 1) --------------------------------------------------------
@@ -927,7 +945,9 @@ def test_candidate_kl_guard_matches_the_loop(seed, size, candidates, target_kl, 
         guard_kl=guard,
     )
     final_steps = int(policy_optimizer.state.get(logits, {}).get("step", 0))
-    taken = [after - before for (_, before), after in zip(seen, [s for _, s in seen[1:]] + [final_steps])]
+    taken = [
+        after - before for (_, before), after in zip(seen, [s for _, s in seen[1:]] + [final_steps])
+    ]
     for (kl, _), got in zip(seen, taken):
         if not math.isclose(kl, target_kl, rel_tol=1e-9, abs_tol=1e-12):
             assert got == (1 if kl <= target_kl else 0), (kl, target_kl)
