@@ -59,6 +59,12 @@ class StepRecord:
         """Whether the episode ended with this step (the env was reset after it)."""
         return self.terminated or self.truncated
 
+    @done.setter
+    def done(self, value: bool) -> None:
+        """Code that does not tell the two apart: an episode end without a time-limit
+        bootstrap (``terminated``), as before the split."""
+        self.terminated, self.truncated = bool(value), False
+
 
 @dataclass
 class RolloutBuffer:
