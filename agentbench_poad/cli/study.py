@@ -117,6 +117,8 @@ def run_study_command(args: argparse.Namespace) -> int:
                 )
             else:
                 print(f"{row['state']:<8} eval  {row['key']}  [{row['group']}]")
+        for pair in study.pending:
+            print(f"{'wait':<8} tuned {pair} (no configuration chosen yet: --select)")
         return 0
     try:
         result = run_study(
