@@ -48,6 +48,7 @@ __all__ = [
     "approx_kl_k3",
     "candidate_kl",
     "accumulate_policy_gradients",
+    "critic_step",
     "policy_chunks",
     "ppo_update",
     "make_adamw",
@@ -340,6 +341,34 @@ def accumulate_policy_gradients(
     return totals
 
 
+def critic_step(
+    minibatch: PPOBatch,
+    evaluate_values: EvaluateValues,
+    critic_parameters: Sequence[torch.nn.Parameter],
+    critic_optimizer: torch.optim.Optimizer,
+    settings: PPOSettings,
+) -> tuple[float, float]:
+    """One optimiser step of the critic on the minibatch's clipped value loss.
+
+    Returns:
+        ``(value_loss, grad_norm)`` (the norm before clipping).
+    """
+    critic_optimizer.zero_grad(set_to_none=True)
+    values = evaluate_values(minibatch)
+    device = values.device
+    value_mask = minibatch.mask if minibatch.value_mask is None else minibatch.value_mask
+    value_loss = clipped_value_loss(
+        values,
+        minibatch.old_values.to(device),
+        minibatch.returns.to(device),
+        value_mask.to(device),
+        clip=settings.clip,
+    )
+    (settings.value_coef * value_loss).backward()
+    norm = _grad_norm_step(critic_parameters, critic_optimizer, settings.max_grad_norm)
+    return float(value_loss.detach()), norm
+
+
 def _grad_norm_step(
     parameters: Sequence[torch.nn.Parameter], optimizer: torch.optim.Optimizer, max_grad_norm: float
 ) -> float:
@@ -406,22 +435,11 @@ def ppo_update(
             minibatches += 1
 
             # Critic step first, as the reference does.
-            critic_optimizer.zero_grad(set_to_none=True)
-            values = evaluate_values(minibatch)
-            device = values.device
-            value_mask = minibatch.mask if minibatch.value_mask is None else minibatch.value_mask
-            value_loss = clipped_value_loss(
-                values,
-                minibatch.old_values.to(device),
-                minibatch.returns.to(device),
-                value_mask.to(device),
-                clip=settings.clip,
+            value_loss, critic_norm = critic_step(
+                minibatch, evaluate_values, critic_parameters, critic_optimizer, settings
             )
-            (settings.value_coef * value_loss).backward()
-            critic_norms.append(
-                _grad_norm_step(critic_parameters, critic_optimizer, settings.max_grad_norm)
-            )
-            sums["value_loss"] += float(value_loss.detach())
+            critic_norms.append(critic_norm)
+            sums["value_loss"] += value_loss
             if not update_policy:
                 continue
 
