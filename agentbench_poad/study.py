@@ -167,8 +167,6 @@ class EvalTask:
     group: str = ""
     #: the spec file the task was read from (for the record's command)
     spec: str = ""
-    #: a tuned group's ``training.config_source`` for the record (JSON; "" when untuned)
-    config_source_json: str = ""
 
     @property
     def command(self) -> str:
@@ -517,7 +515,6 @@ def load_study(
                             study=name,
                             spec=str(path),
                             group=group_name,
-                            config_source_json=config_source,
                         )
                     )
     problems = list(dict.fromkeys(problems))  # one line per problem, not per seed
@@ -682,6 +679,7 @@ def _train_job(job: _TrainJob) -> dict[str, Any]:
             env_kwargs=cell.env_kwargs,
             progress=False,
             max_updates=job.max_updates,
+            config_source=json.loads(cell.config_source_json) if cell.config_source_json else None,
         )
     return {"run_dir": str(run_dir), "resumed": resume}
 
@@ -788,8 +786,6 @@ def _eval_job(task: EvalTask) -> str:
             config={"study": study},
             command=task.command,
         )
-        if task.config_source_json:  # a tuned group: where the config came from (issue 27)
-            record["training"]["config_source"] = json.loads(task.config_source_json)
         record["training"]["run_wall_time_s"] = wall
         record["training"]["run_update_time_s"] = {
             str(c["seed"]): run_update_time(r) for c, r in zip(configs, task.run_dirs)

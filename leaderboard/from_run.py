@@ -291,6 +291,12 @@ def record_from_runs(
     best = [b | {"seed": int(s)} for s, r in runs.items() if (b := read_best_code(Path(r)))]
     best_code = max(best, key=lambda b: b["reward"]) if best else None
     total_steps = first.get("total_steps")
+    sources = {json.dumps(c.get("config_source"), sort_keys=True) for c in configs}
+    if len(sources) > 1:
+        raise RecordError(
+            "the runs were trained with configs from different sources "
+            f"(config_source: {sorted(sources)}); a record combines runs of one configuration"
+        )
     training = {
         "env_id": train_env,
         "runs": list(runs.values()),
@@ -299,6 +305,8 @@ def record_from_runs(
         # The KL guard's count, summed over the runs' updates (docs/agents.md, "One KL guard").
         **_summed_policy_steps(run_dirs),
     }
+    if first.get("config_source") is not None:  # a study's tuning chose the config
+        training["config_source"] = first["config_source"]
     suffix = None
     if env_id and train_env and env_id != train_env:
         suffix = f"trainedon-{env_facts(str(train_env)).task}"

@@ -287,6 +287,7 @@ def train(
     env_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
     max_updates: int | None = None,
+    config_source: dict[str, Any] | None = None,
 ) -> Path:
     """Train ``algorithm`` on ``env_id`` for ``total_steps`` environment steps; returns the run dir.
 
@@ -309,6 +310,9 @@ def train(
         env_kwargs: extra ``gym.make`` arguments.
         progress: show a tqdm progress bar.
         max_updates: stop after this many updates in this call (the run stays resumable).
+        config_source: where the config came from, when a study's tuning chose it (stored in
+            ``config.json``; records made from the run carry it as
+            ``training.config_source``, docs/study.md "Tuning").
 
     Returns:
         The run directory.
@@ -326,6 +330,7 @@ def train(
         overrides=dict(overrides or {}),
         preset=preset,
         env_kwargs=dict(env_kwargs or {}),
+        config_source=config_source,
     )
     config, state, agent = session.config, session.state, session.agent
     last_update = (
@@ -404,6 +409,7 @@ def _start(
     overrides: dict[str, Any],
     preset: str | None,
     env_kwargs: dict[str, Any],
+    config_source: dict[str, Any] | None = None,
 ) -> _Session:
     """Check the arguments, open the run dir, build policy, agent, generators and envs, and
     restore the newest checkpoint (or start every env afresh)."""
@@ -427,6 +433,8 @@ def _start(
         "algorithm": config.to_dict(),
         "package_version": __version__,
     }
+    if config_source is not None:
+        spec["config_source"] = config_source
     num_updates = total_steps // config.batch_size
     if num_updates < 1:
         raise ValueError(
