@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentbench_poad.study import StudyError, load_study, run_study, select_configs
-from agentbench_poad.study_tuning import last3_sampled_return, read_tuning
+from agentbench_poad.study.tuning import last3_sampled_return, read_tuning
 
 pytest.importorskip("torch")
 

@@ -1,50 +1,9 @@
-"""A resumable study: a grid of (agent, env, seed) training runs and their evaluations.
+"""Reading and checking a study spec: the grid of training cells and evaluation tasks.
 
-A study is a small spec file (TOML or JSON, see ``studies/smollm2-cpu.toml`` and
-``docs/study.md``)::
-
-    [study]
-    name = "smollm2-cpu"
-    model = "smollm2-135m"          # a named model, a local directory or a hub id
-    preset = "mini"                 # a key of every trained agent's Config.PRESETS
-    seeds = [0, 1, 2]
-
-    [study.total_steps]             # the env-step budget per task
-    "Overcooked-TomatoSalad-v0" = 4096
-
-    [eval]                          # the default evaluation protocol
-    episodes = 10
-    greedy = true
-
-    [[group]]                       # one block of the grid
-    agents = ["poad", "ntpo", "twosome"]
-    envs = ["Overcooked-TomatoSalad-v0"]
-
-    [[group]]
-    label = "gw0.90"                # NTPO's gamma_w ablation: same cells, other overrides
-    agents = ["ntpo"]
-    envs = ["Overcooked-TomatoSalad-v0"]
-    overrides = { gamma = 0.9 }
-
-    [[group]]                       # evaluation only: an agent spec, no training
-    agents = ["lm:smollm2-135m"]
-    envs = ["Overcooked-TomatoSalad-v0"]
-
-:func:`run_study` first checks the whole spec (unknown agent, env or preset, a duplicate cell,
-a bad override: one error listing every problem, before any run starts), then
-
-1. trains every cell (``<out>/runs/<env>/<agent>[__label]/seed<N>``): a finished run is skipped,
-   an interrupted one resumes from its newest checkpoint (the trainer's exact resume: no logged
-   step is lost or repeated), a new one starts;
-2. evaluates each (group, agent, env) as soon as all its seeds are trained (evaluation-only
-   agents after the training), on the training env or on
-   the group's ``eval_envs`` (generalisation), and writes one leaderboard record per evaluation
-   env into ``<records>`` (default ``<out>/records``) with each run's training wall time in
-   ``training.run_wall_time_s``. A finished evaluation is skipped.
-
-Cells run on an executor (``local`` or ``ray``, :mod:`agentbench_poad.executors`); a failed cell
-is reported, retried, and does not stop the others. ``device="cuda"`` runs the same spec on a GPU.
-``load_study(spec).select(["base-model"])`` keeps only the named groups (``study --group``).
+:func:`load_study` reads a TOML or JSON spec (the format is in the docstring of
+:mod:`agentbench_poad.study` and in ``docs/study.md``), checks all of it (unknown agent, env or
+preset, a duplicate cell, a bad override: one :class:`StudyError` listing every problem) and
+expands it into a :class:`Study`: its :class:`TrainCell` runs and :class:`EvalTask` evaluations.
 """
 
 from __future__ import annotations
@@ -52,32 +11,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentbench_poad.rl.config import preset_for
-from agentbench_poad.study_tuning import (
+from agentbench_poad.study.tuning import (
     TUNING_GROUP,
     Tuning,
     check_evaluation_seeds,
     read_tuning,
-    select,
-    write_chosen,
 )
 
-__all__ = [
-    "EvalTask",
-    "Study",
-    "StudyError",
-    "StudyResult",
-    "TrainCell",
-    "load_study",
-    "run_study",
-    "select_configs",
-]
+__all__ = ["EvalTask", "Study", "StudyError", "TrainCell", "load_study"]
 
 #: Keys allowed in each table of a spec (anything else is a typo and an error).
 _STUDY_KEYS = {
@@ -191,10 +138,10 @@ class Study:
     """Eval key -> run dirs that must be trained first."""
     groups: list[str] = field(default_factory=list)
     """The spec's group names, in order (``#N`` for the N-th unnamed group)."""
-    tuning: Any = None
-    """The spec's tuning protocol (:class:`~agentbench_poad.study_tuning.Tuning`) or None."""
+    tuning: Tuning | None = None
+    """The spec's tuning protocol (:mod:`agentbench_poad.study.tuning`), or None."""
     pending: list[str] = field(default_factory=list)
-    """Tuned (group, agent) pairs waiting for ``--select`` (no cells yet)."""
+    """Tuned ``"group: agent"`` pairs waiting for ``--select`` (they have no cells yet)."""
     spec_path: str = ""
 
     def select(self, groups: Sequence[str]) -> Study:
@@ -222,17 +169,6 @@ class Study:
             [p for p in self.pending if p.split(":")[0] in chosen],
             self.spec_path,
         )
-
-
-@dataclass
-class StudyResult:
-    """What :func:`run_study` did."""
-
-    trained: list[str] = field(default_factory=list)
-    skipped_runs: list[str] = field(default_factory=list)
-    records: list[str] = field(default_factory=list)
-    skipped_evals: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
 
 
 # -- reading and checking a spec -------------------------------------------------------------------
@@ -597,377 +533,3 @@ def _tuned_overrides(
         return False, overrides, ""
     source = json.dumps(tuning.config_source(spec, agent), sort_keys=True)
     return True, {**overrides, **tuning.chosen[agent]}, source
-
-
-def select_configs(study: Study) -> list[Any]:
-    """Apply the tuning's selection rule to the finished tuning runs and write the chosen
-    configurations into the spec's ``[tuning.chosen]`` (``study SPEC --select``).
-
-    Returns:
-        One :class:`~agentbench_poad.study_tuning.Selection` per tuned agent.
-
-    Raises:
-        StudyError: no tuning in the spec, unfinished tuning runs, or a spec that already chose
-            other configurations.
-    """
-    if study.tuning is None:
-        raise StudyError(f"study {study.name} has no [tuning] table: nothing to select")
-    tuning_cells = {c.run_dir: c for c in study.cells if c.group == TUNING_GROUP}
-    try:
-        selections = select(
-            study.tuning,
-            study.out,
-            is_done=lambda run_dir: (
-                str(run_dir) in tuning_cells and run_state(tuning_cells[str(run_dir)]) == "done"
-            ),
-        )
-        write_chosen(Path(study.spec_path), study.tuning, selections)
-    except ValueError as exc:
-        raise StudyError(str(exc)) from None
-    return selections
-
-
-# -- running ------------------------------------------------------------------------------------
-def run_state(cell: TrainCell) -> str:
-    """``"done"``, ``"partial"`` (resumable) or ``"new"``."""
-    from agentbench_poad.rl.trainer import latest_checkpoint
-
-    run_dir = Path(cell.run_dir)
-    if not (run_dir / "config.json").exists():
-        return "new"
-    checkpoint = latest_checkpoint(run_dir)
-    if checkpoint is None:
-        return "partial"
-    state = json.loads((checkpoint / "state.json").read_text())
-    config = json.loads((run_dir / "config.json").read_text())
-    batch = config["algorithm"]["num_envs"] * config["algorithm"]["rollout_length"]
-    return "done" if state["update"] >= cell.total_steps // batch else "partial"
-
-
-@dataclass(frozen=True)
-class _TrainJob:
-    cell: TrainCell
-    device: str | None
-    env_executor: str | None
-    max_updates: int | None
-
-
-def _train_job(job: _TrainJob) -> dict[str, Any]:
-    """Train (or resume) one cell; its wall time is added to ``study_wall_time.json``."""
-    from agentbench_poad.baselines import get_algorithm
-    from agentbench_poad.rl.trainer import train
-
-    cell = job.cell
-    run_dir = Path(cell.run_dir)
-    overrides = dict(cell.overrides)
-    if job.device:
-        overrides["device"] = job.device
-    if job.env_executor:
-        overrides["env_executor"] = job.env_executor
-    resume = (run_dir / "config.json").exists()
-    with WallTimeLog(run_dir):
-        train(
-            get_algorithm(cell.agent),
-            cell.env_id,
-            cell.model,
-            total_steps=cell.total_steps,
-            seed=cell.seed,
-            out=run_dir,
-            resume=resume,
-            overrides=overrides,
-            preset=cell.preset,
-            env_kwargs=cell.env_kwargs,
-            progress=False,
-            max_updates=job.max_updates,
-            config_source=json.loads(cell.config_source_json) if cell.config_source_json else None,
-        )
-    return {"run_dir": str(run_dir), "resumed": resume}
-
-
-class WallTimeLog:
-    """Adds one session's wall time to ``<run_dir>/study_wall_time.json``, as it runs.
-
-    The file holds ``{"seconds": total, "sessions": n}`` summed over the run's sessions. While
-    the ``with`` block runs, a daemon thread rewrites it (atomically) every ``interval`` seconds,
-    and once more on exit, also on an exception or Ctrl-C; so a session ended by SIGKILL or a
-    machine restart loses at most ``interval`` seconds, not its whole time. Nothing is written
-    before ``run_dir`` exists (the trainer creates it).
-    """
-
-    def __init__(self, run_dir: str | os.PathLike, interval: float = 30.0) -> None:
-        import threading
-
-        self.path = Path(run_dir) / "study_wall_time.json"
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._flush_every, daemon=True)
-        self._before = (0.0, 0)
-        self._started = 0.0
-
-    def __enter__(self) -> WallTimeLog:
-        self._before = _read_wall_time(self.path) or (0.0, 0)
-        self._started = time.perf_counter()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()  # the last flush is ours alone
-        self.flush()
-
-    def flush(self) -> None:
-        from agentbench_poad.leaderboard.records import write_json_atomic
-
-        seconds, sessions = self._before
-        data = {"seconds": seconds + time.perf_counter() - self._started, "sessions": sessions + 1}
-        if self.path.parent.exists():
-            write_json_atomic(self.path, data)
-
-    def _flush_every(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.flush()
-
-
-def _read_wall_time(path: Path) -> tuple[float, int] | None:
-    """``study_wall_time.json`` as (seconds, sessions); None when missing or corrupt."""
-    try:
-        data = json.loads(path.read_text())
-        return float(data["seconds"]), int(data["sessions"])
-    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError):
-        return None
-
-
-def run_wall_time(run_dir: str | os.PathLike) -> float | None:
-    """Training wall time of a run made by a study (all its sessions), or None."""
-    counted = _read_wall_time(Path(run_dir) / "study_wall_time.json")
-    return None if counted is None else counted[0]
-
-
-def run_update_time(run_dir: str | os.PathLike) -> float | None:
-    """Seconds the logged updates took (rollout and PPO update; not evaluation or checkpointing).
-
-    Read back from ``metrics.jsonl``, so it survives a SIGKILL that loses a session's
-    ``study_wall_time.json`` entry: a lower bound on the training wall time. None without metrics.
-    """
-    from agentbench_poad.rl.run_dir import RunDirectory
-
-    try:
-        rows = RunDirectory(run_dir).read_metrics()
-    except FileNotFoundError:
-        return None
-    seconds, steps = 0.0, 0
-    for row in rows:
-        rate, now = row.get("steps_per_second"), row.get("env_steps")
-        if isinstance(rate, (int, float)) and rate > 0 and isinstance(now, int):
-            seconds += (now - steps) / rate
-            steps = now
-    return seconds if rows else None
-
-
-def _eval_job(task: EvalTask) -> str:
-    """Evaluate one task, write its record; returns the record path."""
-    from agentbench_poad.leaderboard.from_run import record_from_runs
-    from agentbench_poad.leaderboard.records import write_record
-
-    eval_dir = Path(task.eval_dir)
-    eval_dir.mkdir(parents=True, exist_ok=True)
-    study = {"study": task.study, "group": task.group, "eval_key": task.key}
-    if task.run_dirs:
-        configs = [json.loads((Path(r) / "config.json").read_text()) for r in task.run_dirs]
-        wall = {str(c["seed"]): run_wall_time(r) for c, r in zip(configs, task.run_dirs)}
-        record = record_from_runs(
-            list(task.run_dirs),
-            episodes=task.episodes,
-            env_id=task.env_id if task.env_id != configs[0]["env_id"] else None,
-            greedy=task.greedy,
-            action_timeout=task.action_timeout,
-            agent_name=task.agent_name,
-            out_dir=eval_dir,
-            config={"study": study},
-            command=task.command,
-        )
-        record["training"]["run_wall_time_s"] = wall
-        record["training"]["run_update_time_s"] = {
-            str(c["seed"]): run_update_time(r) for c, r in zip(configs, task.run_dirs)
-        }
-        known = [w for w in wall.values() if w is not None]
-        record["training"]["wall_time_s"] = float(sum(known)) if known else None
-    else:
-        from agentbench_poad.leaderboard.protocol import Provenance, evaluate
-
-        (record,) = evaluate(
-            task.agent,
-            [task.env_id],
-            seeds=list(task.seeds),
-            episodes=task.episodes,
-            agent_kwargs=json.loads(task.agent_kwargs_json),
-            env_kwargs=json.loads(task.env_kwargs_json),
-            action_timeout=task.action_timeout,
-            out_dir=eval_dir,
-            provenance=Provenance(
-                config={"study": study},
-                command=task.command,
-            ),
-        )
-    path = Path(task.records_dir) / f"{record['record_id']}.json"
-    write_record(path, record)
-    (eval_dir / "done.json").write_text(json.dumps({"record": str(path)}) + "\n")
-    return str(path)
-
-
-def eval_done(task: EvalTask) -> bool:
-    """The task's record was written (and still exists)."""
-    done = Path(task.eval_dir) / "done.json"
-    if not done.exists():
-        return False
-    try:
-        return Path(json.loads(done.read_text())["record"]).exists()
-    except (json.JSONDecodeError, KeyError):
-        return False
-
-
-def run_study(
-    spec: str | os.PathLike | Study,
-    *,
-    executor: str = "local",
-    address: str | None = None,
-    device: str | None = None,
-    env_executor: str | None = None,
-    out: str | os.PathLike | None = None,
-    records: str | os.PathLike | None = None,
-    max_retries: int = 1,
-    max_updates: int | None = None,
-    evaluate: bool = True,
-    log: Callable[[str], None] = print,
-) -> StudyResult:
-    """Run (or continue) a study; see the module docstring.
-
-    Args:
-        spec: a spec path or a :class:`Study` from :func:`load_study`.
-        executor: ``"local"`` or ``"ray"``; ``address`` names an existing Ray cluster.
-        device: torch device of every run (e.g. ``"cuda"``; default: the config's, CPU).
-        env_executor: where each run's envs live (``"local"``/``"ray"``; default: the config's).
-        out, records: override the output folders of a spec path.
-        max_retries: re-runs of a failed cell before it is reported as failed.
-        max_updates: stop each run after this many updates in this call (resumable later).
-        evaluate: also run the evaluations whose runs are all trained.
-        log: where progress lines go.
-    """
-    from agentbench_poad.executors import get_executor
-
-    study = spec if isinstance(spec, Study) else load_study(spec, out=out, records=records)
-    result = StudyResult()
-    for waiting_pair in study.pending:
-        log(
-            f"wait   {waiting_pair}: tuned, no configuration chosen yet (after the tuning "
-            f"runs: agentbench-poad study {study.spec_path or 'SPEC'} --select)"
-        )
-    todo = []
-    for cell in study.cells:
-        state = run_state(cell)
-        if state == "done":
-            result.skipped_runs.append(cell.run_dir)
-        else:
-            todo.append(_TrainJob(cell, device, env_executor, max_updates))
-            log(
-                f"{'resume' if state == 'partial' else 'train '} {cell.agent} "
-                f"{cell.env_id} seed {cell.seed} -> {cell.run_dir}"
-            )
-    waiting = []
-    for task in study.evals if evaluate else []:
-        if eval_done(task):
-            result.skipped_evals.append(task.key)
-        else:
-            waiting.append(task)
-
-    def take_ready(trained_only: bool) -> list[EvalTask]:
-        """Pop the waiting evaluations whose runs are all trained (evaluation-only tasks, which
-        need no run, only when ``trained_only`` is False: they go after the training)."""
-        ready = []
-        for task in list(waiting):
-            needed = study.needs.get(task.key, [])
-            if trained_only and not task.run_dirs:
-                continue
-            if all(run_state(c) == "done" for c in study.cells if c.run_dir in needed):
-                waiting.remove(task)
-                ready.append(_on_device(task, device) if device else task)
-                log(f"evaluate {task.key}")
-        return ready
-
-    with get_executor(executor, address=address, max_retries=max_retries) as runner:
-
-        def failed(job: Any, attempt: int, error: str) -> None:
-            log(f"FAILED (attempt {attempt}) {_describe(job)}: {error.splitlines()[0]}")
-
-        def run_evals(tasks: list[EvalTask]) -> None:
-            for outcome in runner.map(_eval_job, tasks, on_failure=failed):
-                if outcome.ok:
-                    result.records.append(outcome.value)
-                else:
-                    result.failed.append(outcome.cell.key)
-
-        def trained(outcome: Any) -> None:
-            if outcome.ok:
-                result.trained.append(outcome.cell.cell.run_dir)
-            else:
-                result.failed.append(outcome.cell.cell.run_dir)
-            # A record is written as soon as its runs are trained, not after the whole grid:
-            # a long study stopped midway keeps every record it could already make.
-            if evaluate:
-                run_evals(take_ready(trained_only=True))
-
-        runner.map(_train_job, todo, on_result=trained, on_failure=failed)
-        if evaluate:
-            run_evals(take_ready(trained_only=False))
-    return result
-
-
-def _on_device(task: EvalTask, device: str) -> EvalTask:
-    from dataclasses import replace
-
-    if not (task.agent or "").startswith("lm:"):
-        return task
-    kwargs = {**json.loads(task.agent_kwargs_json), "device": device}
-    return replace(task, agent_kwargs_json=json.dumps(kwargs, sort_keys=True))
-
-
-def _describe(job: Any) -> str:
-    if isinstance(job, _TrainJob):
-        return f"train {job.cell.agent} {job.cell.env_id} seed {job.cell.seed}"
-    return f"evaluate {getattr(job, 'key', job)}"
-
-
-def study_files(study: Study) -> list[Path]:
-    """What to ship (commit, upload) of a study so far, for another machine to evaluate what is
-    trained, continue what is not, and skip what is done: each finished run's evaluation files,
-    each unfinished run's files with its exact-resume state, each finished evaluation's marker
-    and record (``study --files``)."""
-    from agentbench_poad.rl.run_dir import shareable_files
-
-    files: list[Path] = []
-    for cell in study.cells:
-        state = run_state(cell)
-        if state != "new":
-            files += shareable_files(
-                cell.run_dir, resumable=state == "partial", extra=("study_wall_time.json",)
-            )
-    for task in study.evals:
-        if eval_done(task):
-            done = Path(task.eval_dir) / "done.json"
-            files += [done, Path(json.loads(done.read_text())["record"])]
-    return list(dict.fromkeys(files))
-
-
-def cells_table(study: Study) -> list[dict[str, Any]]:
-    """The study's cells and their state (for ``study --dry-run``)."""
-    rows = [{**asdict(c), "state": run_state(c)} for c in study.cells]
-    rows += [
-        {
-            "key": t.key,
-            "env_id": t.env_id,
-            "group": t.group,
-            "state": "done" if eval_done(t) else "todo",
-        }
-        for t in study.evals
-    ]
-    return rows
