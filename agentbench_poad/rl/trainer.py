@@ -11,6 +11,11 @@ The trainer receives the algorithm *class* (``POAD``, ``NTPO``, ``TWOSOME`` or y
 :class:`~agentbench_poad.rl.ppo.PPOAgent` subclass); looking an algorithm up by name is the CLI's
 job (``agentbench_poad.baselines.get_algorithm``), so ``rl/`` never imports the agents.
 
+:func:`train` reads as the loop it is; each stage is a named function: ``_start`` (checks, run
+dir, policy, agent, generators, envs, restore), ``_rollout``, ``_bootstrap``, the agent's
+``compute_advantages`` and ``update``, ``_update_metrics``, ``_evaluate_if_due``, ``_log`` and
+``_checkpoint``.
+
 What the run directory holds (config, metrics, learning curve, checkpoints) and its resume
 bookkeeping live in :mod:`agentbench_poad.rl.run_dir`.
 
@@ -635,7 +640,9 @@ def _bootstrap(agent: Any, buffer: Any, slots: list[_EnvSlot]) -> None:
     (``buffer.next_values``) and the observation of each time-limit truncation
     (``record.final_value``; Gymnasium's handling of ``truncated``, docs/agents.md)."""
     buffer.next_values = agent.bootstrap_values([s.observation for s in slots])
-    cut = buffer.truncated_records()
+    # A buffer of whole episodes (group agents: GRPO, GiGPO) has nothing cut to bootstrap.
+    truncated_records = getattr(buffer, "truncated_records", None)
+    cut = truncated_records() if truncated_records is not None else []
     if cut:
         values = agent.bootstrap_values([r.final_observation for r in cut])
         for record, value in zip(cut, values):
