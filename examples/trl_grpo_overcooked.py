@@ -82,19 +82,27 @@ class EpisodeRoller:
         return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
 
     def _score(self, model, context: list[int], candidates: list[list[int]]) -> list[list[float]]:
-        """Per-token log-probabilities of each candidate after ``context``."""
+        """Per-token log-probabilities of each candidate after ``context``: the context runs
+        once and its key/value cache is shared by the candidates (right-padded, so padding
+        never changes a real token's logits under the causal mask)."""
         import torch
 
-        seqs = [context + c for c in candidates]
-        width = max(len(s) for s in seqs)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
-        mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
         with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=mask).logits.float()
-        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
-        start = len(context) - 1
-        return [logp[i, start : start + len(c)].tolist() for i, c in enumerate(candidates)]
+            out = model(input_ids=torch.tensor([context]), use_cache=True)
+            first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+            cache = out.past_key_values
+            cache.batch_repeat_interleave(len(candidates))
+            width = max(len(c) for c in candidates)
+            pad = self.tokenizer.pad_token_id
+            ids = torch.tensor([c + [pad] * (width - len(c)) for c in candidates])
+            logits = model(input_ids=ids, past_key_values=cache, use_cache=True).logits.float()
+            logp = torch.log_softmax(logits, dim=-1)
+        scores = []
+        for i, c in enumerate(candidates):
+            row = [float(first[c[0]])]
+            row += [float(logp[i, j - 1, c[j]]) for j in range(1, len(c))]
+            scores.append(row)
+        return scores
 
     def play(self, model, seed: int) -> tuple[list[int], list[int], list[float], list[int], float]:
         prompt, info = self.remote.reset(seed=seed)
@@ -190,6 +198,7 @@ def main(argv=None) -> int:
                 seed=args.seed,
                 dataloader_num_workers=0,
                 mask_truncated_completions=False,
+                gradient_checkpointing=False,  # 135M parameters: memory is not the limit on CPU
             )
             lora = LoraSettings()  # the paper's adapter (r 8, alpha 16, q_proj and v_proj)
             roller = EpisodeRoller(remote, tokenizer, max_turns=args.max_turns, seed=args.seed)

@@ -261,3 +261,66 @@ def test_stopping_the_server_closes_open_sessions():
         remote.reset(seed=0)
         assert live_envs() == before + 1
     wait_until(lambda: live_envs() == before, "shutdown to close the open session")
+
+
+# -- DataSciCoding: an open-action id with its sandbox behind the server -----------------------
+def _datascicoding_parity(server: ServerThread, env_kwargs: dict) -> None:
+    """The oracle's program and a program that fails, through the server and in-process."""
+    local = gym.make("DataSciCoding-iris-v0", **env_kwargs)
+    try:
+        with RemoteTextEnv(server.base_url) as remote:
+            obs, info = local.reset(seed=0)
+            assert remote.reset(seed=0) == (obs, local_info(info))
+            assert remote.last.available_actions is None
+            for code in ("model = (", make_oracle(local).act(obs, None)):
+                obs, reward, terminated, truncated, info = local.step(code)
+                got = remote.step(code)
+                assert got[:4] == (obs, reward, terminated, truncated)
+                # the sandbox's timings differ between two runs of the same program
+                timing = {"runtime_s"}
+                assert {k: v for k, v in got[4].items() if k not in timing} == {
+                    k: v for k, v in local_info(info).items() if k not in timing
+                }
+            assert terminated and reward > 0.5
+    finally:
+        local.close()
+
+
+def test_datascicoding_process_sandbox_episode_equals_in_process():
+    kwargs = {"sandbox": "process"}
+    with ServerThread("DataSciCoding-iris-v0", env_kwargs=kwargs) as server:
+        before = live_envs()
+        _datascicoding_parity(server, kwargs)
+        wait_until(lambda: live_envs() == before, "the DataSciCoding session to close")
+
+
+@pytest.mark.docker
+def test_datascicoding_docker_sandbox_leaks_no_container(sandbox_image):
+    import docker
+
+    from agentbench_poad.sandbox.docker_backend import LABEL, OWNER_LABEL, owner_id
+
+    client = docker.from_env(timeout=30)
+
+    def ours() -> list:
+        found = client.containers.list(all=True, filters={"label": LABEL})
+        return [c for c in found if c.labels.get(OWNER_LABEL) == owner_id()]
+
+    kwargs = {"sandbox": "docker"}
+    with ServerThread("DataSciCoding-iris-v0", env_kwargs=kwargs) as server:
+        before = live_envs()
+        _datascicoding_parity(server, kwargs)
+        # a client that drops while its program is being graded
+        url = server.base_url.replace("http", "ws") + "/ws"
+        script = (
+            "import json, os\n"
+            "from websockets.sync.client import connect\n"
+            f"ws = connect({url!r})\n"
+            "ws.send(json.dumps({'type': 'reset', 'data': {'seed': 1}}))\n"
+            "ws.recv()\n"
+            "ws.send(json.dumps({'type': 'step', 'data': {'text': 'import time\\ntime.sleep(20)'}}))\n"
+            "os._exit(0)\n"
+        )
+        subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+        wait_until(lambda: live_envs() == before, "the dropped session to close", 180)
+    wait_until(lambda: not ours(), "every sandbox container to be removed", 120)

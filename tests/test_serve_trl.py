@@ -39,13 +39,13 @@ def test_trl_trains_on_the_served_env_and_the_adapter_reaches_the_board(smollm2,
 
     os.environ.setdefault("AGENTBENCH_POAD_OFFLINE", "1")
     out = tmp_path / "trl-run"
-    assert _example().main(["--steps", "2", "--out", str(out)]) == 0
+    assert _example().main(["--steps", "2", "--max-turns", "3", "--out", str(out)]) == 0
     adapter = out / "adapter"
     assert (adapter / "adapter_config.json").is_file()
     assert (adapter / "adapter_model.safetensors").is_file()
     manifest = json.loads((adapter / "agentbench_trainer.json").read_text())
     assert manifest["trainer"].startswith("trl.GRPOTrainer")
-    assert manifest["steps"] == 2 and manifest["episodes"] >= 4
+    assert manifest["steps"] == 2 and manifest["episodes"] == 4  # 2 steps x a group of 2
     assert manifest["software"]["trl"] and manifest["software"]["openenv-core"]
 
     records = tmp_path / "records"
@@ -62,6 +62,8 @@ def test_trl_trains_on_the_served_env_and_the_adapter_reaches_the_board(smollm2,
             "100",
             "--episodes",
             "1",
+            "--env-kwargs",
+            '{"max_episode_steps": 5}',
             "--out",
             str(records),
             "--no-progress",
