@@ -138,7 +138,9 @@ class EpisodeRoller:
             text = prompt if isinstance(prompt, str) else prompt[-1]["content"]
             seed = int(text.rsplit("seed=", 1)[1])
             p, c, lp, m, total = self.play(model, seed)
-            for key, value in zip(("prompt_ids", "completion_ids", "logprobs", "env_mask"), (p, c, lp, m)):
+            for key, value in zip(
+                ("prompt_ids", "completion_ids", "logprobs", "env_mask"), (p, c, lp, m)
+            ):
                 out[key].append(value)
             out["env_return"].append(total)
             self.returns.append(total)
@@ -244,8 +246,12 @@ def main(argv=None) -> int:
             "beta": 0.0,
             "temperature": 1.0,
             "max_turns": args.max_turns,
-            "lora": {"r": lora.r, "alpha": lora.alpha, "dropout": lora.dropout,
-                     "target_modules": list(lora.target_modules)},
+            "lora": {
+                "r": lora.r,
+                "alpha": lora.alpha,
+                "dropout": lora.dropout,
+                "target_modules": list(lora.target_modules),
+            },
             "action_choice": "sampled from the offered actions, p ~ prod of token probabilities",
             "seed": args.seed,
         },
@@ -253,8 +259,10 @@ def main(argv=None) -> int:
         "wall_time_s": round(time.monotonic() - started, 1),
     }
     (adapter / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    print(f"adapter: {adapter}  ({roller.episodes} episodes, mean return "
-          f"{manifest['mean_return']:.3f}, {manifest['wall_time_s']} s)")
+    print(
+        f"adapter: {adapter}  ({roller.episodes} episodes, mean return "
+        f"{manifest['mean_return']:.3f}, {manifest['wall_time_s']} s)"
+    )
     return 0
 
 

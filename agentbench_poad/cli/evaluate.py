@@ -230,7 +230,9 @@ def canonical_command(args: argparse.Namespace) -> str:
 TRAINER_MANIFEST = "agentbench_trainer.json"
 
 
-def _adapter_training(args: argparse.Namespace, agent_kwargs: dict) -> tuple[dict | None, str | None]:
+def _adapter_training(
+    args: argparse.Namespace, agent_kwargs: dict
+) -> tuple[dict | None, str | None]:
     """``--agent lm:MODEL --adapter DIR``: load the adapter onto the model (``adapter`` agent
     kwarg) and read the trainer's manifest, if any, into the record's ``training``.
 

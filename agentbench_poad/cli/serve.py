@@ -14,7 +14,7 @@ def add_parser(subparsers) -> None:
         "serve an environment over OpenEnv (for TRL and other trainers)",
         "Serve ENV_ID as an OpenEnv environment server: every WebSocket session (/ws, what\n"
         "OpenEnv's EnvClient speaks) gets its own env, closed when the session ends or idles\n"
-        "past --session-timeout. Needs the openenv extra: pip install \"agentbench-poad[openenv]\".\n"
+        'past --session-timeout. Needs the openenv extra: pip install "agentbench-poad[openenv]".\n'
         "  agentbench-poad serve Overcooked-TomatoSalad-v0 --port 8000\n"
         "Connect with agentbench_poad.serve.TextEnvClient (or RemoteTextEnv, gymnasium-shaped);\n"
         "docs/integrations.md shows TRL training against it and the way back to the board.",
