@@ -303,7 +303,7 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return die(str(exc))
     from agentbench_poad.errors import DependencyNotInstalled
-    from agentbench_poad.rl.models import ModelNotAvailable
+    from agentbench_poad.models import ModelNotAvailable
 
     try:
         plan = EvaluationPlan(
