@@ -60,10 +60,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def resolve(model: str) -> str:
-    try:
-        from agentbench_poad.models import resolve_model
-    except ImportError:  # before the models/ package split
-        from agentbench_poad.rl.model_store import resolve_model
+    from agentbench_poad.models import resolve_model
+
     return resolve_model(model)
 
 
@@ -164,7 +162,7 @@ def main(argv=None) -> int:
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from agentbench_poad.rl.models import LoraSettings
+    from agentbench_poad.models import LoraSettings
     from agentbench_poad.serve.app import ServerThread
     from agentbench_poad.serve.client import RemoteTextEnv
 

@@ -19,7 +19,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "trl_grpo_overcooke
 def smollm2() -> str:
     pytest.importorskip("trl", reason="the openenv extra is not installed")
     pytest.importorskip("openenv.core", reason="the openenv extra is not installed")
-    from agentbench_poad.rl.model_store import ModelNotAvailable, resolve_model
+    from agentbench_poad.models import ModelNotAvailable, resolve_model
 
     try:
         return resolve_model("smollm2-135m", download=False)
