@@ -32,6 +32,7 @@ A longer run (about an hour on 2 CPU cores)::
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import random
@@ -85,15 +86,20 @@ class EpisodeRoller:
         never changes a real token's logits under the causal mask)."""
         import torch
 
+        # transformers renamed `past_key_values` to `cache` (5.x); speak whichever it takes
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        key = (
+            "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+        )
         with torch.no_grad():
             out = model(input_ids=torch.tensor([context]), use_cache=True)
             first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
-            cache = out.past_key_values
+            cache = getattr(out, key)
             cache.batch_repeat_interleave(len(candidates))
             width = max(len(c) for c in candidates)
             pad = self.tokenizer.pad_token_id
             ids = torch.tensor([c + [pad] * (width - len(c)) for c in candidates])
-            logits = model(input_ids=ids, past_key_values=cache, use_cache=True).logits.float()
+            logits = model(input_ids=ids, use_cache=True, **{key: cache}).logits.float()
             logp = torch.log_softmax(logits, dim=-1)
         scores = []
         for i, c in enumerate(candidates):
