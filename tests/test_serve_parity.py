@@ -324,3 +324,26 @@ def test_datascicoding_docker_sandbox_leaks_no_container(sandbox_image):
         subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
         wait_until(lambda: live_envs() == before, "the dropped session to close", 180)
     wait_until(lambda: not ours(), "every sandbox container to be removed", 120)
+
+
+def test_openenv_http_endpoints(servers):
+    import httpx
+
+    url = servers[OVERCOOKED].base_url
+    before = live_envs()
+    with httpx.Client(base_url=url, timeout=60) as http:
+        assert http.get("/health").status_code == 200
+        schema = http.get("/schema").json()
+        assert "text" in schema["action"]["properties"]
+        assert {"prompt", "available_actions", "terminated", "truncated"} <= set(
+            schema["observation"]["properties"]
+        )
+        reset = http.post("/reset", json={"seed": 0}).json()  # stateless: a throwaway env
+        local, info = gym.make(OVERCOOKED).reset(seed=0)
+        assert reset["observation"]["prompt"] == local
+        assert reset["observation"]["available_actions"] == info["available_actions"]
+        step = http.post("/step", json={"action": {"text": "take the bowl"}})
+        assert step.status_code == 409 and "/ws" in step.json()["detail"]
+        bad = http.post("/step", json={"action": {"text": 5}})
+        assert bad.status_code == 422
+    assert live_envs() == before  # the throwaway envs were closed

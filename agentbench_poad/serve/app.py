@@ -18,7 +18,7 @@ Limits on bad clients:
   error.
 
 OpenEnv's stateless HTTP ``/reset`` and ``/step`` build a fresh env per request (a ``/step``
-there always fails: the env was never reset); episodes are played over ``/ws``.
+there always answers 409: the env was never reset); episodes are played over ``/ws``.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def make_app(
     from agentbench_poad.serve.models import TextAction, TextObservation
 
     check_env_id(env_id)
-    return create_app(
+    app = create_app(
         env_factory(env_id, env_kwargs),
         TextAction,
         TextObservation,
@@ -90,6 +90,15 @@ def make_app(
             max_concurrent_envs=max_sessions, session_timeout=session_timeout
         ),
     )
+    from fastapi.responses import JSONResponse
+
+    from agentbench_poad.serve.environment import NotReset
+
+    async def not_reset(request, exc: NotReset):  # noqa: ANN001 - a starlette Request
+        return JSONResponse(status_code=409, content={"detail": str(exc)})
+
+    app.add_exception_handler(NotReset, not_reset)  # HTTP /step: a 409 that says why
+    return app
 
 
 def _uvicorn_config(app, host: str, port: int, max_message_bytes: int, log_level: str):

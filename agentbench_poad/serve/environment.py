@@ -41,6 +41,10 @@ class SessionClosed(RuntimeError):
     """A call on a session whose env was already closed (idle timeout or server shutdown)."""
 
 
+class NotReset(RuntimeError):
+    """``step`` on a session that was never reset (the HTTP ``/step`` endpoint always is one)."""
+
+
 def json_safe(value: Any) -> Any:
     """``value`` as JSON data: numbers, strings, booleans, None, lists and string-keyed dicts.
 
@@ -104,6 +108,7 @@ class ServedEnv(Environment[TextAction, TextObservation, TextEnvState]):
         self.env_kwargs = dict(env_kwargs or {})
         self._env: gym.Env | None = None
         self._closed = False
+        self._env_reset = False
         self._state = TextEnvState(env_id=env_id)
 
     # -- the gymnasium env ----------------------------------------------------------------
@@ -135,15 +140,21 @@ class ServedEnv(Environment[TextAction, TextObservation, TextEnvState]):
             )
         env = self._gym_env()
         prompt, info = env.reset(seed=seed, options=options)
+        self._env_reset = True
         self._state = TextEnvState(env_id=self.env_id, seed=seed, episode_id=episode_id)
         return to_observation(prompt, info)
 
     def step(
         self, action: TextAction, timeout_s: float | None = None, **kwargs: Any
     ) -> TextObservation:
+        if not self._env_reset and not self._closed:
+            raise NotReset(
+                "step before reset: reset the session first (OpenEnv's HTTP /step gets a fresh "
+                "env on every request; play episodes over the WebSocket /ws)"
+            )
         env = self._gym_env()
-        # gymnasium raises ResetNeeded (before reset, after the episode ended), with a message
-        # the client receives as the error.
+        # gymnasium raises ResetNeeded after the episode ended, with a message the client
+        # receives as the error.
         prompt, reward, terminated, truncated, info = env.step(action.text)
         state = self._state
         state.step_count += 1
@@ -186,4 +197,12 @@ def env_factory(env_id: str, env_kwargs: Mapping[str, Any] | None = None):
     return functools.partial(ServedEnv, env_id, dict(env_kwargs or {}))
 
 
-__all__ = ["ServedEnv", "SessionClosed", "env_factory", "json_safe", "live_envs", "to_observation"]
+__all__ = [
+    "NotReset",
+    "ServedEnv",
+    "SessionClosed",
+    "env_factory",
+    "json_safe",
+    "live_envs",
+    "to_observation",
+]
