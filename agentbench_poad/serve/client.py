@@ -59,6 +59,24 @@ class TextEnvClient(EnvClient[TextAction, TextObservation, TextEnvState]):
             )
         return response
 
+    async def disconnect(self) -> None:
+        """Send OpenEnv's close message and let the server close the connection (its session
+        ends first); close from this side only if it does not within a few seconds."""
+        import asyncio
+
+        if self._ws is None:
+            return
+        try:
+            await self._send({"type": "close"})
+            await asyncio.wait_for(self._ws.wait_closed(), timeout=5.0)
+        except Exception:  # noqa: BLE001 - best effort: the connection may already be gone
+            pass
+        try:
+            await self._ws.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self._ws = None
+
     async def send_raw(self, text: str) -> dict[str, Any]:
         """Send ``text`` as it is (no JSON encoding) and return the server's reply, errors
         included (robustness tests, debugging)."""
