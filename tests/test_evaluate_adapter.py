@@ -116,3 +116,17 @@ def test_a_folder_that_is_no_adapter_or_a_manifest_that_omits_the_trainer(
     assert _evaluate(tiny_model_dir, broken, tmp_path / "rec") == 2
     err = capsys.readouterr().err
     assert "trainer_version" in err and "config" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_report_labels_an_outside_trainer():
+    from agentbench_poad.leaderboard.report.model import _agent_label
+
+    record = {
+        "agent": {"name": "trl-grpo"},
+        "model": {"base": "smollm2-135m", "adapter": "runs/x/adapter"},
+        "env": {"id": ENV},
+        "training": {"env_id": ENV, "runs": [], "trainer_version": "trl 1.16.0"},
+    }
+    assert _agent_label(record) == "trl-grpo (smollm2-135m) [trainer: trl 1.16.0]"
+    record["training"] = None
+    assert _agent_label(record) == "trl-grpo (smollm2-135m)"
