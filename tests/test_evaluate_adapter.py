@@ -77,6 +77,10 @@ def test_the_record_states_the_outside_trainer(tiny_model_dir, adapter, tmp_path
     assert training["trainer_config"] == manifest["config"]
     assert training["env_id"] == ENV and training["total_steps"] == 7
     assert record["config"]["agent_kwargs"]["adapter"] == str(folder)
+    import hashlib
+
+    weights = (folder / "adapter_model.safetensors").read_bytes()
+    assert training["adapter_sha256"] == hashlib.sha256(weights).hexdigest()
 
 
 def test_the_adapter_changes_the_policy(tiny_model_dir, adapter):

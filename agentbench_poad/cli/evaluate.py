@@ -271,8 +271,24 @@ def _adapter_training(
         "trainer_config": manifest["config"],
         "trainer_software": manifest.get("software", {}),
         "trainer_command": manifest.get("command"),
+        "adapter_sha256": _adapter_digest(folder),
     }
     return training, manifest.get("agent_name")
+
+
+def _adapter_digest(folder) -> str | None:  # noqa: ANN001 - a Path
+    """sha256 of the adapter's weights file (which exact adapter the record scored)."""
+    import hashlib
+
+    for name in ("adapter_model.safetensors", "adapter_model.bin"):
+        path = folder / name
+        if path.is_file():
+            digest = hashlib.sha256()
+            with path.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+            return digest.hexdigest()
+    return None
 
 
 def evaluate_agent_spec(args: argparse.Namespace) -> int:
