@@ -20,13 +20,13 @@ action's token probabilities, i.e. constrained decoding) and the server's next o
 appended; ``env_mask`` tells TRL which tokens the model wrote (the actions) and which the
 environment wrote, and the episode's return is the GRPO reward.
 
-Quick check (the opt-in test runs this)::
+Quick check (the opt-in test ``pytest -m trl`` runs this; ~10 minutes on 2 busy CPU cores)::
 
-    python examples/trl_grpo_overcooked.py --steps 2 --out /tmp/trl-run
+    python examples/trl_grpo_overcooked.py --steps 2 --max-turns 3 --out /tmp/trl-run
 
-A longer run (about an hour on 2 CPU cores)::
+A longer run (hours on CPU)::
 
-    python examples/trl_grpo_overcooked.py --steps 200 --max-turns 30 --out runs/trl-grpo-overcooked
+    python examples/trl_grpo_overcooked.py --steps 100 --max-turns 10 --out runs/trl-grpo-overcooked
 """
 
 from __future__ import annotations
