@@ -123,7 +123,7 @@ def test_a_folder_that_is_no_adapter_or_a_manifest_that_omits_the_trainer(
 
 
 def test_the_report_labels_an_outside_trainer():
-    from agentbench_poad.leaderboard.report.model import _agent_label
+    from agentbench_poad.leaderboard.report.common import agent_label
 
     record = {
         "agent": {"name": "trl-grpo"},
@@ -131,6 +131,6 @@ def test_the_report_labels_an_outside_trainer():
         "env": {"id": ENV},
         "training": {"env_id": ENV, "runs": [], "trainer_version": "trl 1.16.0"},
     }
-    assert _agent_label(record) == "trl-grpo (smollm2-135m) [trainer: trl 1.16.0]"
+    assert agent_label(record) == "trl-grpo (smollm2-135m) [trainer: trl 1.16.0]"
     record["training"] = None
-    assert _agent_label(record) == "trl-grpo (smollm2-135m)"
+    assert agent_label(record) == "trl-grpo (smollm2-135m)"
