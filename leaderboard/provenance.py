@@ -303,9 +303,7 @@ def check_hashes(
                 f"was scored with {stated.get('checkpoint')!r}"
             )
         folder = checkpoint / "adapter"
-        present = {
-            p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
-        }
+        present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
         for name, sha in sorted(stated["files"].items()):
             path = folder / name
             if not path.is_file():
@@ -324,4 +322,3 @@ def check_hashes(
             )
         resolved[seed] = run_dir
     return resolved
-

@@ -79,9 +79,7 @@ def _fail(rid: str, field: str, stored: Any, recomputed: Any, source: str) -> De
     )
 
 
-def check_derived(
-    record: Mapping[str, Any], *, run_dirs: Mapping[str, Path] | None = None
-) -> int:
+def check_derived(record: Mapping[str, Any], *, run_dirs: Mapping[str, Path] | None = None) -> int:
     """Recompute every derived number of ``record`` and compare (see the module doc).
 
     Args:
@@ -118,37 +116,66 @@ def check_derived(
         where = f"scores.per_seed[{i}]"
         episodes = seed["episodes"]
         if len(episodes) != n_episodes:
-            raise _fail(rid, f"{where}.episodes (count)", len(episodes), n_episodes,
-                        "protocol.episodes_per_seed")
+            raise _fail(
+                rid,
+                f"{where}.episodes (count)",
+                len(episodes),
+                n_episodes,
+                "protocol.episodes_per_seed",
+            )
         for j, episode in enumerate(episodes):
             if episode["index"] != j:
-                raise _fail(rid, f"{where}.episodes[{j}].index", episode["index"], j,
-                            "the episode order")
+                raise _fail(
+                    rid, f"{where}.episodes[{j}].index", episode["index"], j, "the episode order"
+                )
             expected = reset_seed(int(seed["seed"]), j)
             if episode["reset_seed"] != expected:
-                raise _fail(rid, f"{where}.episodes[{j}].reset_seed", episode["reset_seed"],
-                            expected, "the protocol's reset-seed rule")
+                raise _fail(
+                    rid,
+                    f"{where}.episodes[{j}].reset_seed",
+                    episode["reset_seed"],
+                    expected,
+                    "the protocol's reset-seed rule",
+                )
             if scores["metric"] == "return" and "score" in episode:
-                compare(f"{where}.episodes[{j}].score", episode["score"], episode["return"],
-                        "the episode's return (metric 'return')")
-        compare(f"{where}.score", seed["score"],
-                _mean([e.get("score", e["return"]) for e in episodes]))
+                compare(
+                    f"{where}.episodes[{j}].score",
+                    episode["score"],
+                    episode["return"],
+                    "the episode's return (metric 'return')",
+                )
+        compare(
+            f"{where}.score", seed["score"], _mean([e.get("score", e["return"]) for e in episodes])
+        )
         compare(f"{where}.mean_return", seed["mean_return"], _mean([e["return"] for e in episodes]))
-        compare(f"{where}.success_rate", seed["success_rate"],
-                _mean([float(e["success"]) for e in episodes]))
+        compare(
+            f"{where}.success_rate",
+            seed["success_rate"],
+            _mean([float(e["success"]) for e in episodes]),
+        )
         if "failed_episodes" in seed:
-            compare(f"{where}.failed_episodes", seed["failed_episodes"],
-                    sum(bool(e["failed"]) for e in episodes))
+            compare(
+                f"{where}.failed_episodes",
+                seed["failed_episodes"],
+                sum(bool(e["failed"]) for e in episodes),
+            )
         if "mean_discounted_return" in seed:
-            compare(f"{where}.mean_discounted_return", seed["mean_discounted_return"],
-                    seed_discounted_mean(episodes))
+            compare(
+                f"{where}.mean_discounted_return",
+                seed["mean_discounted_return"],
+                seed_discounted_mean(episodes),
+            )
     mean, se = mean_stderr([s["score"] for s in per_seed])
     sr, sr_se = mean_stderr([s["success_rate"] for s in per_seed])
     compare("scores.mean", scores["mean"], mean, "the seeds' scores")
     compare("scores.stderr", scores["stderr"], se, "the seeds' scores")
     compare("scores.success_rate", scores["success_rate"], sr, "the seeds' success rates")
-    compare("scores.success_rate_stderr", scores["success_rate_stderr"], sr_se,
-            "the seeds' success rates")
+    compare(
+        "scores.success_rate_stderr",
+        scores["success_rate_stderr"],
+        sr_se,
+        "the seeds' success rates",
+    )
     discounted = discounted_summary(per_seed)
     for key, value in discounted.items():
         if key in scores:
@@ -164,8 +191,12 @@ def _check_training(record: Mapping[str, Any], compare: Any) -> int:
     if not isinstance(walls, dict) or "wall_time_s" not in training:
         return 0
     known = [float(w) for w in walls.values() if w is not None]
-    compare("training.wall_time_s", training["wall_time_s"], float(sum(known)) if known else None,
-            "the runs' wall times (training.run_wall_time_s)")
+    compare(
+        "training.wall_time_s",
+        training["wall_time_s"],
+        float(sum(known)) if known else None,
+        "the runs' wall times (training.run_wall_time_s)",
+    )
     return 1
 
 
@@ -192,6 +223,10 @@ def _check_curve(
         return 0  # counted by compare
     for k, point in enumerate(points):
         if "low" in point and "high" in point:
-            compare(f"learning_curve.points[{k}].high - mean", point["high"] - point["mean"],
-                    point["mean"] - point["low"], "the point's band (mean +- standard error)")
+            compare(
+                f"learning_curve.points[{k}].high - mean",
+                point["high"] - point["mean"],
+                point["mean"] - point["low"],
+                "the point's band (mean +- standard error)",
+            )
     return 0

@@ -248,7 +248,9 @@ def find_record(record_id: str, store: Path | str | None = None) -> dict[str, An
     """The record with this id (or a path to a record file)."""
     candidate = Path(record_id)
     if candidate.suffix == ".json" and candidate.exists():
-        return read_record(candidate)
+        record = read_record(candidate)
+        record["_path"] = str(candidate)
+        return record
     path = store_path(store) / f"{record_id}.json"
     if not path.exists():
         known = [p.stem for p in iter_record_files(store)]

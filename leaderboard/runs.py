@@ -45,7 +45,9 @@ def checkout_root() -> Path | None:
     site-packages, with no ``pyproject.toml`` above it.
     """
     top = Path(__file__).resolve().parent.parent
-    return top if (top / "pyproject.toml").is_file() and (top / "agentbench_poad").is_dir() else None
+    return (
+        top if (top / "pyproject.toml").is_file() and (top / "agentbench_poad").is_dir() else None
+    )
 
 
 def set_runs_root(path: str | os.PathLike | None) -> None:
@@ -165,4 +167,6 @@ def resume_only_files(run_dir: str | os.PathLike) -> list[Path]:
 
 def training_runs(root: str | os.PathLike) -> list[Path]:
     """Every training run folder (one with ``config.json`` and ``checkpoints/``) under ``root``."""
-    return sorted(p.parent for p in Path(root).rglob("config.json") if (p.parent / "checkpoints").is_dir())
+    return sorted(
+        p.parent for p in Path(root).rglob("config.json") if (p.parent / "checkpoints").is_dir()
+    )

@@ -174,8 +174,9 @@ def verify_record(
     agent_kwargs = dict(config.get("agent_kwargs") or {})
     if runs:  # replay the very folders that were hashed
         agent_kwargs["runs"] = {seed: str(path) for seed, path in run_dirs.items()}
-    rows = _replay(record, spec, agent_kwargs, episodes_per_seed, max_seeds, action_timeout,
-                   progress)
+    rows = _replay(
+        record, spec, agent_kwargs, episodes_per_seed, max_seeds, action_timeout, progress
+    )
     deterministic = is_deterministic(record)
     recorded_mean = _mean([r["recorded"] for r in rows])
     rerun_mean = _mean([r["rerun"] for r in rows])
@@ -294,7 +295,9 @@ def _differences(row: dict[str, Any]) -> list[str]:
     if row["recorded_discounted"] is not None and not _close(
         row["recorded_discounted"], row["rerun_discounted"]
     ):
-        out.append(f"discounted return {row['recorded_discounted']!r} -> {row['rerun_discounted']!r}")
+        out.append(
+            f"discounted return {row['recorded_discounted']!r} -> {row['rerun_discounted']!r}"
+        )
     for key in ("success", "length", "failed"):
         if row[f"recorded_{key}"] != row[f"rerun_{key}"]:
             out.append(f"{key} {row[f'recorded_{key}']!r} -> {row[f'rerun_{key}']!r}")

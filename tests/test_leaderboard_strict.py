@@ -110,7 +110,7 @@ def test_a_trained_record_names_its_runs_relative_to_the_runs_root_and_hashes_th
         folder = root / run / "checkpoints" / entry["checkpoint"] / "adapter"
         for name, sha in entry["files"].items():
             assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == sha
-    assert record["scores"]["mean_discounted_return"] is not None  # beside scores.mean
+    assert "mean_discounted_return" in record["scores"]  # beside scores.mean (None: no γ here)
     assert check_hashes(record) == {s: root / r for s, r in runs.items()}
 
 
@@ -139,8 +139,14 @@ def _board(tmp_path, record):
     [
         ("scores.mean", lambda r: r["scores"].__setitem__("mean", r["scores"]["mean"] + 0.25)),
         ("scores.stderr", lambda r: r["scores"].__setitem__("stderr", 0.5)),
-        ("scores.success_rate", lambda r: r["scores"].__setitem__("success_rate", 1.0 - r["scores"]["success_rate"])),
-        ("scores.per_seed[1].score", lambda r: r["scores"]["per_seed"][1].__setitem__("score", 9.0)),
+        (
+            "scores.success_rate",
+            lambda r: r["scores"].__setitem__("success_rate", 1.0 - r["scores"]["success_rate"]),
+        ),
+        (
+            "scores.per_seed[1].score",
+            lambda r: r["scores"]["per_seed"][1].__setitem__("score", 9.0),
+        ),
         (
             "scores.mean_discounted_return",
             lambda r: r["scores"].__setitem__("mean_discounted_return", 7.0),
@@ -192,7 +198,9 @@ def test_a_swapped_adapter_file_fails_before_loading(runs_env, tmp_path):
     saved = (target / "adapter_model.safetensors").read_bytes()
     try:
         shutil.copyfile(source / "adapter_model.safetensors", target / "adapter_model.safetensors")
-        with pytest.raises(HashMismatch, match=r"seed 1's adapter file .*adapter_model\.safetensors has sha256"):
+        with pytest.raises(
+            HashMismatch, match=r"seed 1's adapter file .*adapter_model\.safetensors has sha256"
+        ):
             verify_record(record, episodes_per_seed=1)
     finally:
         (target / "adapter_model.safetensors").write_bytes(saved)
@@ -266,8 +274,22 @@ def test_runs_root_order_and_the_error_when_runs_are_absent(runs_env, tmp_path, 
     assert runs_root() == checkout_root() / "runs"  # ... whose runs/ is the default
     # --runs on the command line
     store, _ = _board(tmp_path, record)
-    assert main(["leaderboard", "--store", str(store), "--runs", str(root), "verify",
-                 record["record_id"], "--episodes-per-seed", "1"]) == 0
+    assert (
+        main(
+            [
+                "leaderboard",
+                "--store",
+                str(store),
+                "--runs",
+                str(root),
+                "verify",
+                record["record_id"],
+                "--episodes-per-seed",
+                "1",
+            ]
+        )
+        == 0
+    )
 
 
 # -- the canonical weight digest -------------------------------------------------------------
@@ -277,8 +299,11 @@ def _write_safetensors(path, tensors):
     for name, array in tensors.items():
         data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
         dtype = {"float32": "F32", "int64": "I64"}[array.dtype.name]
-        header[name] = {"dtype": dtype, "shape": list(array.shape),
-                        "data_offsets": [offset, offset + len(data)]}
+        header[name] = {
+            "dtype": dtype,
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
         blobs.append(data)
         offset += len(data)
     header["__metadata__"] = {"format": "pt"}
@@ -288,8 +313,11 @@ def _write_safetensors(path, tensors):
 
 _arrays = st.dictionaries(
     st.text("abcdefgh.", min_size=1, max_size=6),
-    st.tuples(st.lists(st.integers(1, 3), min_size=0, max_size=2), st.integers(0, 2**31 - 1),
-              st.sampled_from(["float32", "int64"])),
+    st.tuples(
+        st.lists(st.integers(1, 3), min_size=0, max_size=2),
+        st.integers(0, 2**31 - 1),
+        st.sampled_from(["float32", "int64"]),
+    ),
     min_size=1,
     max_size=5,
 )
@@ -316,7 +344,7 @@ def test_the_weight_digest_is_the_plain_loop_over_sorted_tensors_whatever_the_sh
         expected.update(",".join(str(d) for d in array.shape).encode() + b"\0")
         expected.update(len(data).to_bytes(8, "little") + data)
     names = list(reversed(tensors))  # another order inside the files
-    one, two = names[: split % (len(names) + 1)], names[split % (len(names) + 1):]
+    one, two = names[: split % (len(names) + 1)], names[split % (len(names) + 1) :]
     files = []
     for i, part in enumerate((one, two)):
         if part:
@@ -342,15 +370,29 @@ def test_summaries_recompute_as_a_plain_loop_does(returns):
     per_seed = []
     for s, values in enumerate(returns):
         episodes = [
-            {"index": i, "reset_seed": s * 100000 + i, "return": r, "score": r,
-             "discounted_return": 0.5 * r, "success": r > 0, "length": 1, "failed": False}
+            {
+                "index": i,
+                "reset_seed": s * 100000 + i,
+                "return": r,
+                "score": r,
+                "discounted_return": 0.5 * r,
+                "success": r > 0,
+                "length": 1,
+                "failed": False,
+            }
             for i, r in enumerate(values)
         ]
-        per_seed.append({"seed": s, "score": sum(values) / len(values),
-                         "mean_return": sum(values) / len(values),
-                         "mean_discounted_return": sum(0.5 * r for r in values) / len(values),
-                         "success_rate": sum(r > 0 for r in values) / len(values),
-                         "failed_episodes": 0, "episodes": episodes})
+        per_seed.append(
+            {
+                "seed": s,
+                "score": sum(values) / len(values),
+                "mean_return": sum(values) / len(values),
+                "mean_discounted_return": sum(0.5 * r for r in values) / len(values),
+                "success_rate": sum(r > 0 for r in values) / len(values),
+                "failed_episodes": 0,
+                "episodes": episodes,
+            }
+        )
     if len({len(v) for v in returns}) > 1:
         return  # a record has one episode count
     scores = summarize_seeds(per_seed)
@@ -362,9 +404,15 @@ def test_summaries_recompute_as_a_plain_loop_does(returns):
     assert scores["stderr"] == pytest.approx(stderr, abs=1e-12)
     disc = [s["mean_discounted_return"] for s in per_seed]
     assert scores["mean_discounted_return"] == pytest.approx(sum(disc) / n, abs=1e-12)
-    record = {"record_id": "r", "scores": {"metric": "return", **scores, "per_seed": per_seed},
-              "protocol": {"seeds": list(range(n)), "episodes_per_seed": len(returns[0]),
-                           "metric": "return"}}
+    record = {
+        "record_id": "r",
+        "scores": {"metric": "return", **scores, "per_seed": per_seed},
+        "protocol": {
+            "seeds": list(range(n)),
+            "episodes_per_seed": len(returns[0]),
+            "metric": "return",
+        },
+    }
     assert check_derived(record) >= 4 * n + 6
 
 

@@ -67,7 +67,7 @@ def add_parser(subparsers) -> None:
         "the record is marked (software.dirty_allowed) and the report flags it",
     )
     a.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    a.set_defaults(func=run_add)
+    a.set_defaults(func=_runs_scoped(run_add))
 
     ls = sub.add_parser("list", help="list the records of the store")
     ls.add_argument("--env", help="only this env id")
@@ -91,7 +91,7 @@ def add_parser(subparsers) -> None:
     )
     v.add_argument("--max-seeds", type=int, help="replay only the first N seeds")
     v.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    v.set_defaults(func=run_verify)
+    v.set_defaults(func=_runs_scoped(run_verify))
 
     b = sub.add_parser(
         "backfill",
@@ -109,7 +109,7 @@ def add_parser(subparsers) -> None:
         help="replay deterministic records without discounted returns to add them",
     )
     b.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    b.set_defaults(func=run_backfill)
+    b.set_defaults(func=_runs_scoped(run_backfill))
 
     pr = sub.add_parser(
         "prune-runs",
@@ -118,7 +118,7 @@ def add_parser(subparsers) -> None:
     )
     pr.add_argument("--dry-run", action="store_true", help="list what would be deleted")
     pr.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    pr.set_defaults(func=run_prune_runs)
+    pr.set_defaults(func=_runs_scoped(run_prune_runs))
 
     r = sub.add_parser("report", help="write the Markdown + self-contained HTML board")
     r.add_argument("--out", default="agentbench-runs/report", help="output folder")
@@ -132,10 +132,25 @@ def _store(args: argparse.Namespace):
 
 
 def _use_runs_root(args: argparse.Namespace) -> None:
+    """Apply ``--runs`` for this command (undone by :func:`_runs_scoped` when it returns)."""
     from agentbench_poad.leaderboard.runs import set_runs_root
 
     if getattr(args, "runs", None):
         set_runs_root(args.runs)
+
+
+def _runs_scoped(command):
+    """``command`` with ``--runs`` reset afterwards (in-process callers run several commands)."""
+
+    def run(args: argparse.Namespace) -> int:
+        from agentbench_poad.leaderboard.runs import set_runs_root
+
+        try:
+            return command(args)
+        finally:
+            set_runs_root(None)
+
+    return run
 
 
 def _load(args: argparse.Namespace) -> list[dict]:
@@ -265,6 +280,11 @@ def run_show(args: argparse.Namespace) -> int:
         f"  spec={record['agent']['spec']}"
     )
     print(f"model      base={record['model']['base']} adapter={record['model']['adapter']}")
+    weights = record["model"].get("base_weights")
+    if weights:
+        print(f"weights    {weights['digest']} sha256 {weights['sha256']}")
+    for seed, adapter in sorted((record["model"].get("adapters") or {}).items()):
+        print(f"  seed {seed:>4}: {adapter['run']} ({adapter['checkpoint']})")
     print(
         f"score      {sc['metric']} {sc['mean']:.4f} ± {sc['stderr']:.4f}; success "
         f"{sc['success_rate']:.3f} ± {sc['success_rate_stderr']:.3f}"
@@ -283,7 +303,8 @@ def run_show(args: argparse.Namespace) -> int:
     )
     print(f"made by    {record['command']}")
     print(
-        f"provenance {sw['package_version']} git {sw['git_commit']} on "
+        f"provenance {sw['package_version']} git {sw['git_commit']}"
+        f"{' (dirty tree)' if sw.get('git_dirty') else ''} on "
         f"{record['hardware']['platform']}, {record['wall_time_s']:.1f}s, {record['created_at']}"
     )
     return 0
@@ -344,7 +365,8 @@ def run_prune_runs(args: argparse.Namespace) -> int:
     total = 0
     for run in training_runs(root):
         for path in resume_only_files(run):
-            size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+            files = list(path.rglob("*")) if path.is_dir() else [path]
+            size = sum(f.stat().st_size for f in files if f.is_file())
             total += size
             print(f"{'would delete' if args.dry_run else 'deleted'} {path} ({size:,} bytes)")
             if not args.dry_run:
