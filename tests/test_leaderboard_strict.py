@@ -124,6 +124,37 @@ def test_a_greedy_record_replays_every_seed_exactly(runs_env):
     assert result.derived_checked > 10
 
 
+def test_a_sampled_record_is_judged_by_a_tolerance_derived_from_its_episodes(runs_env):
+    import math
+
+    from agentbench_poad.leaderboard.from_run import record_from_runs
+
+    record, root, _ = runs_env
+    sampled = record_from_runs(
+        [root / "study/seed0", root / "study/seed1"], episodes=3, greedy=False
+    )
+    assert sampled["protocol"]["greedy"] is False
+    result = verify_record(sampled, episodes_per_seed=2)
+    assert not result.deterministic and result.reproduced, result.summary()
+    scores = [e["score"] for s in sampled["scores"]["per_seed"] for e in s["episodes"]]
+    mean = sum(scores) / len(scores)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in scores) / (len(scores) - 1))
+    assert result.tolerance == pytest.approx(max(3 * math.sqrt(2) * sd / math.sqrt(4), 1e-9))
+    sampled["scores"]["stderr"] = 100.0  # a stated field never widens the tolerance ...
+    with pytest.raises(DerivedMismatch, match="scores.stderr"):  # ... it is recomputed
+        verify_record(sampled, episodes_per_seed=2)
+
+
+def test_an_installed_wheel_without_runs_names_the_fix(runs_env, monkeypatch):
+    import agentbench_poad.leaderboard.runs as runs_module
+
+    record, _, _ = runs_env
+    monkeypatch.delenv(RUNS_ENV_VAR)
+    monkeypatch.setattr(runs_module, "checkout_root", lambda: None)  # as in site-packages
+    with pytest.raises(RunsNotFound, match="wheel ships records, not runs.*clone the repository"):
+        verify_record(record, episodes_per_seed=1)
+
+
 def _assert_board_unchanged(store, before):
     assert {p.name: p.read_bytes() for p in store.glob("*.json")} == before
 
