@@ -5,7 +5,7 @@
   each seed's committed LoRA adapter, every seed, one episode each (its batch of 10 is played):
   the weights' and adapters' hashes are checked first, and every replayed episode must match the
   record exactly.
-* One DataSciCoding record in the Docker sandbox (the oracle on iris: its code runs in the
+* One DataSciCoding record in the Docker sandbox (the scripted agent on iris: its code runs in the
   container), skipped with the reason when no Docker engine answers.
 
 Together about a minute on 2 cores once SmolLM2 is cached (the first run fetches and converts
@@ -20,7 +20,7 @@ from agentbench_poad.leaderboard.records import DEFAULT_STORE, read_record
 from agentbench_poad.leaderboard.verify import verify_record
 
 POAD_RECORD = DEFAULT_STORE / "Overcooked-TomatoSalad-v0__poad__smollm2-135m.json"
-DATASCI_RECORD = DEFAULT_STORE / "DataSciCoding-iris-v0__oracle.json"
+DATASCI_RECORD = DEFAULT_STORE / "DataSciCoding-iris-v0__scripted.json"
 
 
 @pytest.fixture(scope="module")
