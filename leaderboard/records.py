@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentbench_poad.leaderboard.config_source import check_config_source
 from agentbench_poad.leaderboard.schema import (
     RECORD_KIND,
     SCHEMA_VERSION,
@@ -235,6 +236,7 @@ def add_record(
                 "--allow-dirty`"
             )
         record = {**record, "software": {**software, "dirty_allowed": True}}
+    check_config_source(record)  # a tuned record must use its spec's chosen config (issue 27)
     path = store_path(store) / f"{record['record_id']}.json"
     if path.exists() and not replace:
         raise RecordError(
