@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.leaderboard.records import DEFAULT_STORE, RecordError, mean_stderr
+from agentbench_poad.leaderboard.records import RecordError, mean_stderr
+from agentbench_poad.leaderboard.runs import resolve_run, stored_run_path
 from agentbench_poad.registration import env_facts
 
 #: How the best code found during training is labelled in records and reports.
@@ -204,21 +205,10 @@ def load_run_agent(runs: dict[str, str], seed: int, greedy: bool = True) -> Any:
 
 
 def resolve_run_dir(run_dir: str | Path) -> Path:
-    """A record's run path: absolute as written, or relative to the packaged results folder.
-
-    Runs committed with the board (``leaderboard/results/runs/<name>``: config, curve and the
-    final checkpoint) are stored relative, so their records verify from any checkout.
-    """
-    path = Path(run_dir)
-    return path if path.is_absolute() else DEFAULT_STORE / path
-
-
-def _stored_run_path(run_dir: Path) -> str:
-    """How a record names a run: relative when it lies under the packaged results folder."""
-    try:
-        return run_dir.relative_to(DEFAULT_STORE.resolve()).as_posix()
-    except ValueError:
-        return str(run_dir)
+    """A record's run path: absolute as written, or relative to the runs root
+    (:mod:`agentbench_poad.leaderboard.runs`: ``--runs`` / ``$AGENTBENCH_POAD_RUNS`` / the
+    checkout's ``runs/``)."""
+    return resolve_run(run_dir)
 
 
 def record_from_runs(
@@ -271,7 +261,7 @@ def record_from_runs(
             raise RecordError(
                 f"two runs share training seed {seed}: {runs[str(seed)]} and {run_dir}"
             )
-        runs[str(seed)] = _stored_run_path(run_dir)
+        runs[str(seed)] = stored_run_path(run_dir)
     train_env = first.get("env_id")
     eval_env = env_id or train_env
     if not eval_env:

@@ -32,8 +32,6 @@ from agentbench_poad.version import __version__
 
 #: The committed results folder of this checkout / installation.
 DEFAULT_STORE = Path(__file__).resolve().parent / "results"
-#: Sub-folder of a store that holds committed training runs (what trained records evaluate).
-RUNS_DIR = "runs"
 
 
 class RecordWarning(UserWarning):
@@ -183,12 +181,7 @@ def iter_record_files(store: Path | str | None = None) -> list[Path]:
     root = store_path(store)
     if not root.exists():
         return []
-    # runs/ holds committed training runs (config, checkpoints), not records
-    return sorted(
-        p
-        for p in root.rglob("*.json")
-        if not p.name.startswith(".") and p.relative_to(root).parts[0] != RUNS_DIR
-    )
+    return sorted(p for p in root.rglob("*.json") if not p.name.startswith("."))
 
 
 def load_records(store: Path | str | None = None) -> list[dict[str, Any]]:
@@ -205,16 +198,44 @@ def load_records(store: Path | str | None = None) -> list[dict[str, Any]]:
     return records
 
 
+class DirtyTree(RecordError):
+    """A record made from a git tree with uncommitted changes, added without ``allow_dirty``."""
+
+
 def add_record(
-    record: dict[str, Any], store: Path | str | None = None, replace: bool = False
+    record: dict[str, Any],
+    store: Path | str | None = None,
+    replace: bool = False,
+    *,
+    allow_dirty: bool | None = None,
 ) -> Path:
     """Validate and write ``record`` into the store as ``<record_id>.json``.
 
+    A record made from a git tree with uncommitted changes (``software.git_dirty``) is refused
+    unless ``allow_dirty``; with it, the record is marked ``software.dirty_allowed = true`` (the
+    report flags the row). ``allow_dirty=None`` (the library default) refuses only on the
+    package's own board (:data:`DEFAULT_STORE`); ``agentbench-poad leaderboard add`` refuses on
+    every store unless ``--allow-dirty``.
+
     Raises:
         RecordError: invalid record, or one with the same id exists and ``replace`` is false.
+        DirtyTree: the record comes from a dirty tree and dirty records are not allowed here.
     """
     record = {k: v for k, v in record.items() if not k.startswith("_")}
     validate_record(record, source=f"record {record.get('record_id')!r}")
+    software = record["software"]
+    if software.get("git_dirty"):
+        if allow_dirty is None:
+            allow_dirty = store_path(store).resolve() != DEFAULT_STORE.resolve()
+        if not allow_dirty:
+            raise DirtyTree(
+                f"record {record['record_id']!r} was made from a git tree with uncommitted "
+                f"changes (software.git_dirty is true, commit {software.get('git_commit')}), so "
+                "the code that made it cannot be recovered; commit, re-create the record and add "
+                "it again, or add it marked as dirty with `agentbench-poad leaderboard add "
+                "--allow-dirty`"
+            )
+        record = {**record, "software": {**software, "dirty_allowed": True}}
     check_config_source(record)  # a tuned record must use its spec's chosen config (issue 27)
     path = store_path(store) / f"{record['record_id']}.json"
     if path.exists() and not replace:
@@ -229,7 +250,9 @@ def find_record(record_id: str, store: Path | str | None = None) -> dict[str, An
     """The record with this id (or a path to a record file)."""
     candidate = Path(record_id)
     if candidate.suffix == ".json" and candidate.exists():
-        return read_record(candidate)
+        record = read_record(candidate)
+        record["_path"] = str(candidate)
+        return record
     path = store_path(store) / f"{record_id}.json"
     if not path.exists():
         known = [p.stem for p in iter_record_files(store)]
@@ -254,11 +277,40 @@ def new_record(**fields: Any) -> dict[str, Any]:
         "software": software_info(),
     }
     record.update(fields)
+    if isinstance(record.get("model"), dict):
+        _attach_hashes(record)
     return record
 
 
-def summarize_seeds(per_seed: Iterable[dict[str, Any]]) -> dict[str, float]:
+def _attach_hashes(record: dict[str, Any]) -> None:
+    """Content hashes of the base model's weights and the adapters (provenance never breaks a
+    run: a model that cannot be hashed here is named in a warning, and ``verify`` will refuse the
+    record until ``leaderboard backfill`` adds them)."""
+    from agentbench_poad.leaderboard.provenance import attach_hashes
+
+    try:
+        attach_hashes(record, download=False)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        warnings.warn(
+            f"{record.get('record_id')}: content hashes not recorded ({exc})",
+            RecordWarning,
+            stacklevel=3,
+        )
+
+
+def summarize_seeds(per_seed: Iterable[dict[str, Any]]) -> dict[str, float | None]:
+    """The ``scores`` summary over seeds: score and success rate (mean, standard error) and,
+    beside them, the discounted return (the paper's Table 1 metric; None when an episode logs
+    none). :mod:`agentbench_poad.leaderboard.recompute` checks the same numbers."""
+    from agentbench_poad.leaderboard.recompute import discounted_summary
+
     per_seed = list(per_seed)
     mean, se = mean_stderr([s["score"] for s in per_seed])
     sr, sr_se = mean_stderr([s["success_rate"] for s in per_seed])
-    return {"mean": mean, "stderr": se, "success_rate": sr, "success_rate_stderr": sr_se}
+    return {
+        "mean": mean,
+        "stderr": se,
+        "success_rate": sr,
+        "success_rate_stderr": sr_se,
+        **discounted_summary(per_seed),
+    }

@@ -9,7 +9,11 @@ Version history:
 
 * ``1`` -- first version. Added later as optional fields (records without them stay valid):
   ``protocol.discount`` (the γ of the discounted returns), each episode's ``discounted_return``
-  and each seed's ``mean_discounted_return`` (null when not logged).
+  and each seed's ``mean_discounted_return`` (null when not logged); ``scores.mean_discounted_return``
+  and ``scores.discounted_return_stderr`` (the discounted return over seeds, beside the
+  undiscounted ``scores.mean``); ``model.base_weights`` and ``model.adapters`` (content hashes,
+  :mod:`agentbench_poad.leaderboard.provenance`); ``software.dirty_allowed`` (the record was
+  added from a dirty tree with ``--allow-dirty``).
 """
 
 from __future__ import annotations
@@ -54,6 +58,35 @@ _SEED_SCORE = {
         "success_rate": {"type": "number", "minimum": 0, "maximum": 1},
         "failed_episodes": {"type": "integer", "minimum": 0},
         "episodes": {"type": "array", "items": _EPISODE},
+    },
+}
+
+_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+
+#: ``model.base_weights``: the canonical digest of the base model's weights (leaderboard/provenance.py).
+_BASE_WEIGHTS = {
+    "type": ["object", "null"],
+    "required": ["name", "digest", "sha256"],
+    "properties": {
+        "name": {"type": "string"},
+        "digest": {"type": "string"},
+        "sha256": _SHA256,
+        "files": {"type": "array", "items": {"type": "string"}},
+        "source_sha256": _SHA256,
+    },
+}
+
+#: ``model.adapters``: per seed, the run that resolves the adapter and its files' sha256.
+_ADAPTERS = {
+    "type": ["object", "null"],
+    "additionalProperties": {
+        "type": "object",
+        "required": ["run", "checkpoint", "files"],
+        "properties": {
+            "run": {"type": "string"},
+            "checkpoint": {"type": "string"},
+            "files": {"type": "object", "additionalProperties": _SHA256, "minProperties": 1},
+        },
     },
 }
 
@@ -121,7 +154,12 @@ RECORD_SCHEMA: dict[str, Any] = {
         "model": {
             "type": "object",
             "required": ["base", "adapter"],
-            "properties": {"base": _STRING_OR_NULL, "adapter": _STRING_OR_NULL},
+            "properties": {
+                "base": _STRING_OR_NULL,
+                "adapter": _STRING_OR_NULL,
+                "base_weights": _BASE_WEIGHTS,
+                "adapters": _ADAPTERS,
+            },
         },
         "protocol": {
             "type": "object",
@@ -154,6 +192,8 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "stderr": {"type": "number", "minimum": 0},
                 "success_rate": {"type": "number", "minimum": 0, "maximum": 1},
                 "success_rate_stderr": {"type": "number", "minimum": 0},
+                "mean_discounted_return": _NUMBER_OR_NULL,
+                "discounted_return_stderr": {"type": ["number", "null"], "minimum": 0},
                 "per_seed": {"type": "array", "items": _SEED_SCORE, "minItems": 1},
             },
         },
@@ -205,6 +245,7 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "package_version": {"type": "string"},
                 "git_commit": _STRING_OR_NULL,
                 "git_dirty": {"type": ["boolean", "null"]},
+                "dirty_allowed": {"type": "boolean"},
                 "python": {"type": "string"},
             },
         },

@@ -1,35 +1,57 @@
-"""``verify``: re-run a sample of a record's episodes from its config and compare.
+"""``verify``, strict: recompute a record's numbers, check its weights, then replay its episodes.
 
-Every episode of a record carries its reset seed, and the record's config names the agent
-factory (``agent_spec`` + ``agent_kwargs``), so any episode can be replayed with the same runner
-that made it (:func:`agentbench_poad.evaluation.evaluate_cell`): on its own, or, for an agent that
-plays in batches (``protocol.batch_size``), with the rest of its batch. The
-verdict compares the mean score of the sampled episodes as recorded with the mean of their
-re-runs: the record *reproduces* when the difference is within the record's standard error
-(or, for a single-seed record, the standard error of the sampled episodes' recorded scores;
-a deterministic agent must match exactly).
+Three stages, in this order; the first two raise a :class:`RecordError` naming what differs
+(nothing is loaded or played after a failure), the third gives the verdict:
 
-Records whose episodes log a discounted return (``discounted_return``, with ``protocol.discount``)
-are replayed with that discount and their discounted returns are judged the same way (mean of
-the sampled episodes within the standard error over seeds of ``mean_discounted_return``); an
-episode is identical only when both numbers match. Records made before episodes logged it are
-judged on the score alone.
+1. **Derived numbers** (:func:`agentbench_poad.leaderboard.recompute.check_derived`): every
+   summary (per-seed scores, mean, standard errors, success rates, discounted returns, the
+   learning curve, wall-time sums) is recomputed from the stored episodes (and the runs) and
+   must match (float tolerance); an edited headline number fails here, naming the field.
+2. **Hashes** (:func:`agentbench_poad.leaderboard.provenance.check_hashes`): the base model's
+   weights and each seed's adapter files must have the digests the record states, before
+   anything is loaded.
+3. **Replay**: episodes are re-run from their reset seeds with the record's agent factory
+   (``config.agent_spec`` + ``agent_kwargs``) through the one evaluation runner
+   (:func:`agentbench_poad.evaluation.evaluate_cell`; an agent that plays in batches replays the
+   sampled episode's whole batch). By default ``episodes_per_seed`` episodes of *every* seed.
+
+   * A **deterministic** agent -- greedy language model, scripted (oracle) or seeded random
+     agent: every record whose ``protocol.greedy`` is not ``false`` -- must reproduce every
+     replayed episode exactly: return, score, discounted return, success, length and failure
+     (floats within 1e-9). One differing episode fails the record, named in the summary.
+   * A **sampled** agent (``protocol.greedy == false``) reproduces when the mean score of the
+     replayed episodes is within ``Z * sqrt(2) * s / sqrt(n)`` of their recorded mean, where
+     ``s`` is the standard deviation of *all* the record's episode scores (computed from the
+     episodes, never a field the record states), ``n`` the number replayed and ``Z`` =
+     :data:`SAMPLED_Z` (the difference of two means of ``n`` draws has standard deviation
+     ``sqrt(2) * s / sqrt(n)``); the discounted return is judged the same way. Seeded sampling
+     on the same hardware usually reproduces exactly anyway; ``exact_matches`` says.
+
+Run paths resolve against the runs root (:mod:`agentbench_poad.leaderboard.runs`).
 """
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agentbench_poad.leaderboard.records import RecordError, mean_stderr
+
+#: How many standard deviations (of the difference of means) a sampled agent may drift.
+SAMPLED_Z = 3.0
+#: Float tolerance of a deterministic replay.
+EXACT_TOL = 1e-9
 
 
 @dataclass
 class VerifyResult:
     """The outcome of :func:`verify_record`.
 
-    The ``discounted_*`` fields compare the sampled episodes' discounted returns (0 sampled and
-    None when the record logs none: the verdict then rests on the score alone).
+    ``deterministic`` says which rule judged it (see the module doc); ``mismatches`` names each
+    replayed episode that differs from its record. The ``discounted_*`` fields compare the
+    replayed episodes' discounted returns (0 sampled and None when the record logs none).
     """
 
     record_id: str
@@ -44,6 +66,10 @@ class VerifyResult:
     recorded_discounted_mean: float | None = None
     rerun_discounted_mean: float | None = None
     discounted_tolerance: float | None = None
+    deterministic: bool = True
+    derived_checked: int = 0
+    hashes_checked: bool = False
+    mismatches: list[str] = field(default_factory=list)
 
     @property
     def difference(self) -> float:
@@ -54,6 +80,11 @@ class VerifyResult:
 
     def summary(self) -> str:
         verdict = "REPRODUCED" if self.reproduced else "NOT REPRODUCED"
+        rule = (
+            "deterministic agent: every episode must match"
+            if self.deterministic
+            else "sampled agent: mean within tolerance"
+        )
         discounted = ""
         if self.discounted_sampled:
             rerun = (
@@ -63,14 +94,21 @@ class VerifyResult:
             )
             discounted = (
                 f"; discounted return: recorded mean {self.recorded_discounted_mean:.4f}, "
-                f"re-run mean {rerun} (tolerance {self.discounted_tolerance:.4f})"
+                f"re-run mean {rerun} (tolerance {self.discounted_tolerance:.4g})"
             )
-        return (
-            f"{verdict}: {self.record_id}: re-ran {self.sampled} episode(s); recorded mean "
-            f"{self.recorded_mean:.4f}, re-run mean {self.rerun_mean:.4f}, difference "
-            f"{self.difference:+.4f} (tolerance {self.tolerance:.4f}){discounted}; "
-            f"{self.exact_matches}/{self.sampled} episodes identical"
+        text = (
+            f"{verdict}: {self.record_id}: {self.derived_checked} derived numbers recomputed, "
+            f"weights {'checked' if self.hashes_checked else 'not hashed (no model)'}; re-ran "
+            f"{self.sampled} episode(s) ({rule}); recorded mean {self.recorded_mean:.4f}, "
+            f"re-run mean {self.rerun_mean:.4f}, difference {self.difference:+.4f} (tolerance "
+            f"{self.tolerance:.4g}){discounted}; {self.exact_matches}/{self.sampled} episodes "
+            "identical"
         )
+        if self.mismatches and (self.deterministic or not self.reproduced):
+            shown = self.mismatches[:5]
+            more = f" (and {len(self.mismatches) - 5} more)" if len(self.mismatches) > 5 else ""
+            text += "\n  differs: " + "\n  differs: ".join(shown) + more
+        return text
 
 
 def sample_indices(total: int, k: int) -> list[int]:
@@ -80,6 +118,11 @@ def sample_indices(total: int, k: int) -> list[int]:
     return sorted({round(i * (total - 1) / max(k - 1, 1)) for i in range(k)})
 
 
+def is_deterministic(record: dict[str, Any]) -> bool:
+    """Whether the record's agent must replay exactly (every agent but a sampling LM)."""
+    return record["protocol"].get("greedy") is not False
+
+
 def verify_record(
     record: dict[str, Any],
     *,
@@ -87,23 +130,34 @@ def verify_record(
     max_seeds: int | None = None,
     action_timeout: float | None = None,
     progress: bool = False,
+    runs_root: str | os.PathLike | None = None,
+    download: bool | None = None,
 ) -> VerifyResult:
-    """Re-run a sample of ``record``'s episodes and judge whether its score reproduces.
+    """Recompute, check the hashes of, then replay ``record`` (see the module doc).
 
     Args:
         record: a validated run record.
-        episodes_per_seed: how many episodes of each seed to replay.
-        max_seeds: replay only the first ``max_seeds`` seeds (default: all).
+        episodes_per_seed: how many episodes of each seed to replay (at least one).
+        max_seeds: replay only the first ``max_seeds`` seeds (default: all; the recomputation
+            and hash checks always cover every seed).
         action_timeout: per-action deadline (default: the record's own).
         progress: tqdm progress bar.
+        runs_root: the folder the record's run paths are relative to (default:
+            ``$AGENTBENCH_POAD_RUNS`` or the checkout's ``runs/``).
+        download: fetch a named base model that is not cached (default: unless offline).
 
     Raises:
-        RecordError: the record's config names no agent factory to rebuild the agent from.
+        RecordError: the record's agent cannot be rebuilt, a derived number differs
+            (:class:`~agentbench_poad.leaderboard.recompute.DerivedMismatch`), a hash differs or a
+            weight file is missing (:class:`~agentbench_poad.leaderboard.provenance.HashMismatch`),
+            or a run is not in the runs root.
     """
-    from tqdm.auto import tqdm
+    from agentbench_poad.leaderboard.provenance import check_hashes, record_runs
+    from agentbench_poad.leaderboard.recompute import check_derived
+    from agentbench_poad.leaderboard.runs import resolve_run
 
-    from agentbench_poad.evaluation import EvaluationRequest, evaluate_cell, reset_seed
-
+    if episodes_per_seed < 1:
+        raise ValueError(f"episodes_per_seed must be >= 1, got {episodes_per_seed}")
     config = record["config"]
     spec = config.get("agent_spec") or record["agent"].get("spec")
     if not spec:
@@ -112,6 +166,62 @@ def verify_record(
             "its agent cannot be rebuilt; records made with `agentbench-poad evaluate --agent "
             "module:Factory` or `leaderboard add --run` can be verified"
         )
+    runs = record_runs(record) or {}
+    run_dirs = {seed: resolve_run(run, runs_root) for seed, run in runs.items()}
+    derived = check_derived(record, run_dirs=run_dirs)
+    check_hashes(record, root=runs_root, download=download)
+    hashed = bool(record["model"].get("base")) or bool(runs)
+    agent_kwargs = dict(config.get("agent_kwargs") or {})
+    if runs:  # replay the very folders that were hashed
+        agent_kwargs["runs"] = {seed: str(path) for seed, path in run_dirs.items()}
+    rows = _replay(
+        record, spec, agent_kwargs, episodes_per_seed, max_seeds, action_timeout, progress
+    )
+    deterministic = is_deterministic(record)
+    recorded_mean = _mean([r["recorded"] for r in rows])
+    rerun_mean = _mean([r["rerun"] for r in rows])
+    mismatches = [_describe(r) for r in rows if not _identical(r)]
+    exact = len(rows) - len(mismatches)
+    all_scores = [
+        e.get("score", e["return"]) for s in record["scores"]["per_seed"] for e in s["episodes"]
+    ]
+    tolerance = EXACT_TOL if deterministic else _sampled_tolerance(all_scores, len(rows))
+    discounted, discounted_ok = _judge_discounted(record, rows, deterministic)
+    if deterministic:
+        reproduced = not mismatches
+    else:
+        reproduced = abs(rerun_mean - recorded_mean) <= tolerance and discounted_ok
+    return VerifyResult(
+        record_id=record["record_id"],
+        sampled=len(rows),
+        recorded_mean=recorded_mean,
+        rerun_mean=rerun_mean,
+        tolerance=tolerance,
+        exact_matches=exact,
+        reproduced=reproduced,
+        episodes=rows,
+        deterministic=deterministic,
+        derived_checked=derived,
+        hashes_checked=hashed,
+        mismatches=mismatches,
+        **discounted,
+    )
+
+
+def _replay(
+    record: dict[str, Any],
+    spec: str,
+    agent_kwargs: dict[str, Any],
+    episodes_per_seed: int,
+    max_seeds: int | None,
+    action_timeout: float | None,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    from tqdm.auto import tqdm
+
+    from agentbench_poad.evaluation import EvaluationRequest, evaluate_cell
+
+    config = record["config"]
     timeout = action_timeout if action_timeout is not None else config.get("action_timeout_s")
     per_seed = record["scores"]["per_seed"]
     if max_seeds is not None:
@@ -122,20 +232,13 @@ def verify_record(
         sampled = [
             recorded_episodes[i] for i in sample_indices(len(recorded_episodes), episodes_per_seed)
         ]
-        for recorded in sampled:
-            if recorded["reset_seed"] != reset_seed(seed, recorded["index"]):
-                raise RecordError(
-                    f"{record['record_id']}: episode {recorded['index']} of seed {seed} reset "
-                    f"with {recorded['reset_seed']}, not by the protocol's rule "
-                    f"({record['protocol'].get('reset_seed_rule')}); it cannot be replayed"
-                )
         request = EvaluationRequest(
             agent=spec,
             env_id=record["env"]["id"],
             seed=seed,
             episodes=int(record["protocol"]["episodes_per_seed"]),
             indices=tuple(e["index"] for e in sampled),
-            agent_kwargs=config.get("agent_kwargs") or {},
+            agent_kwargs=agent_kwargs,
             env_kwargs=config.get("env_kwargs") or {},
             action_timeout=timeout,
             batch_size=record["protocol"].get("batch_size"),
@@ -150,68 +253,92 @@ def verify_record(
                     "index": recorded["index"],
                     "recorded": recorded.get("score", recorded["return"]),
                     "rerun": episode.score,
+                    "recorded_return": recorded["return"],
+                    "rerun_return": episode.episode_return,
                     "recorded_discounted": recorded.get("discounted_return"),
                     "rerun_discounted": episode.discounted_return,
+                    "recorded_success": bool(recorded["success"]),
+                    "rerun_success": episode.success,
+                    "recorded_length": int(recorded["length"]),
+                    "rerun_length": episode.length,
+                    "recorded_failed": bool(recorded["failed"]),
                     "rerun_failed": episode.failed,
                     "reason": episode.reason,
                 }
             )
-    recorded_mean, sample_se = mean_stderr([r["recorded"] for r in rows])
-    rerun_mean, _ = mean_stderr([r["rerun"] for r in rows])
-    tolerance = record["scores"]["stderr"] if len(record["scores"]["per_seed"]) > 1 else sample_se
-    tolerance = max(tolerance, 1e-9)
-    exact = sum(_identical(r) for r in rows)
-    discounted, discounted_ok = _judge_discounted(record, rows)
-    return VerifyResult(
-        record_id=record["record_id"],
-        sampled=len(rows),
-        recorded_mean=recorded_mean,
-        rerun_mean=rerun_mean,
-        tolerance=tolerance,
-        exact_matches=exact,
-        reproduced=abs(rerun_mean - recorded_mean) <= tolerance and discounted_ok,
-        episodes=rows,
-        **discounted,
-    )
+    return rows
+
+
+def _mean(values: list[float]) -> float:
+    return mean_stderr(values)[0] if values else 0.0
+
+
+def _sampled_tolerance(scores: list[float], n: int) -> float:
+    """``SAMPLED_Z * sqrt(2) * s / sqrt(n)``, ``s`` the episodes' standard deviation."""
+    if len(scores) < 2 or n < 1:
+        return EXACT_TOL
+    mean = sum(scores) / len(scores)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in scores) / (len(scores) - 1))
+    return max(SAMPLED_Z * math.sqrt(2.0) * sd / math.sqrt(n), EXACT_TOL)
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(a - b) <= EXACT_TOL
+
+
+def _differences(row: dict[str, Any]) -> list[str]:
+    out = []
+    for key, label in (("", "score"), ("_return", "return")):
+        recorded, rerun = row[f"recorded{key}"], row[f"rerun{key}"]
+        if not _close(recorded, rerun):
+            out.append(f"{label} {recorded!r} -> {rerun!r}")
+    if row["recorded_discounted"] is not None and not _close(
+        row["recorded_discounted"], row["rerun_discounted"]
+    ):
+        out.append(
+            f"discounted return {row['recorded_discounted']!r} -> {row['rerun_discounted']!r}"
+        )
+    for key in ("success", "length", "failed"):
+        if row[f"recorded_{key}"] != row[f"rerun_{key}"]:
+            out.append(f"{key} {row[f'recorded_{key}']!r} -> {row[f'rerun_{key}']!r}")
+    return out
 
 
 def _identical(row: dict[str, Any]) -> bool:
-    """Whether a re-run episode matches its record: the score, and the discounted return when
-    the record logged one."""
-    if abs(row["recorded"] - row["rerun"]) > 1e-9:
-        return False
-    if row["recorded_discounted"] is None:
-        return True
-    return (
-        row["rerun_discounted"] is not None
-        and abs(row["recorded_discounted"] - row["rerun_discounted"]) <= 1e-9
-    )
+    """Whether a re-run episode matches its record in every stored outcome."""
+    return not _differences(row)
+
+
+def _describe(row: dict[str, Any]) -> str:
+    reason = f" (re-run failed: {row['reason']})" if row["rerun_failed"] and row["reason"] else ""
+    return f"seed {row['seed']} episode {row['index']}: " + ", ".join(_differences(row)) + reason
 
 
 def _judge_discounted(
-    record: dict[str, Any], rows: list[dict[str, Any]]
+    record: dict[str, Any], rows: list[dict[str, Any]], deterministic: bool
 ) -> tuple[dict[str, Any], bool]:
     """The discounted-return part of the verdict, over the rows whose record logged one.
 
-    Returns the :class:`VerifyResult` fields of the comparison and whether it reproduces (True
-    when nothing was compared: a record made before episodes logged a discounted return).
-
-    Tolerance: the standard error over seeds of the seeds' ``mean_discounted_return`` (when the
-    record has two or more seeds that all state it), else that of the sampled episodes' recorded
-    values. A re-run that logs no discounted return does not reproduce.
+    Returns the :class:`VerifyResult` fields and whether it reproduces (True when nothing was
+    compared: a record made before episodes logged a discounted return). A sampled agent's
+    tolerance is derived from all the record's episodes' discounted returns, as for the score.
     """
     compared = [r for r in rows if r["recorded_discounted"] is not None]
     if not compared:
         return {}, True
-    recorded_mean, sample_se = mean_stderr([r["recorded_discounted"] for r in compared])
-    seed_means = [s.get("mean_discounted_return") for s in record["scores"]["per_seed"]]
-    if len(seed_means) > 1 and all(m is not None for m in seed_means):
-        tolerance = mean_stderr(seed_means)[1]
+    recorded_mean = _mean([r["recorded_discounted"] for r in compared])
+    if deterministic:
+        tolerance = EXACT_TOL
     else:
-        tolerance = sample_se
-    tolerance = max(tolerance, 1e-9)
+        values = [
+            e["discounted_return"]
+            for s in record["scores"]["per_seed"]
+            for e in s["episodes"]
+            if e.get("discounted_return") is not None
+        ]
+        tolerance = _sampled_tolerance(values, len(compared))
     reruns = [r["rerun_discounted"] for r in compared]
-    rerun_mean = None if any(v is None for v in reruns) else mean_stderr(reruns)[0]
+    rerun_mean = None if any(v is None for v in reruns) else _mean(reruns)
     fields = {
         "discounted_sampled": len(compared),
         "recorded_discounted_mean": recorded_mean,

@@ -16,7 +16,7 @@ Each text is split into non-overlapping windows of ``--window`` tokens (no BOS);
 but a window's first is scored. Example::
 
     OMP_NUM_THREADS=1 python studies/language_probe.py \\
-        leaderboard/results/runs/smollm2-cpu/runs/Overcooked-TomatoSalad-v0/*/seed* \\
+        runs/smollm2-cpu/runs/Overcooked-TomatoSalad-v0/*/seed* \\
         --out studies/probes/language-probe-smollm2-135m.json
 """
 

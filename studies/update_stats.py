@@ -12,7 +12,7 @@ at the first and the last update. It measures; it does not establish cause
 (that needs an ablation). Example::
 
     python studies/update_stats.py \\
-        leaderboard/results/runs/smollm2-cpu/runs/VirtualHome-FoodPreparation-v0/{poad,ntpo,twosome}/seed{0,1,2} \\
+        runs/smollm2-cpu/runs/VirtualHome-FoodPreparation-v0/{poad,ntpo,twosome}/seed{0,1,2} \\
         --out studies/probes/update-stats-foodprep.json
 
 A batch "holds reward" when its ``reward_mean`` is not zero, so the split is only meaningful on

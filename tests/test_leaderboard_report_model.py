@@ -152,10 +152,11 @@ def test_model_sections_and_paper_rows(committed, shipped):
     assert poad.kind == "paper" and poad.cells[1:3] == ("--", "0.7553")
     assert poad.cells[returns.header.index("Apple Pie")] == "0.7650"  # as printed
     assert success.row("LLaMA2-7B (untrained) (paper, Table 1 / Appendix H)").cells[2] == "0.55"
-    # our rows: the committed oracle on Cheese, success 1.0, return marked undiscounted
+    # our rows: the committed oracle on Cheese, success 1.0, its discounted return (backfilled by
+    # replaying every episode: `leaderboard backfill --replay-discounted`)
     assert success.row("oracle").kind == "" and success.row("oracle").cells[2] == "1.000 ± 0.000"
-    assert returns.row("oracle").cells[2].endswith("(undiscounted)")
-    assert "not the paper's discounted return" in returns.caption
+    assert returns.row("oracle").cells[2] == "0.774 ± 0.000"
+    assert "γ = 0.95" in returns.caption and "undiscounted" not in returns.caption
     (dsc,) = report.section("datascicoding").tables()
     first_paper = dsc.column_kinds.index("paper")
     assert all(k == "paper" for k in dsc.column_kinds[first_paper:])

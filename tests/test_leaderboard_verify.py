@@ -37,11 +37,28 @@ def test_a_seeded_stochastic_record_reproduces_exactly(random_record):
     assert "REPRODUCED" in result.summary()
 
 
-def test_a_tampered_record_does_not_reproduce(random_record):
+def test_a_tampered_record_is_caught_before_any_replay(random_record):
+    from agentbench_poad.leaderboard.recompute import DerivedMismatch
+
     tampered = copy.deepcopy(random_record)
     for seed in tampered["scores"]["per_seed"]:
         for episode in seed["episodes"]:
             episode["score"] += 1.0  # claims one more point per episode than the agent earns
+    with pytest.raises(DerivedMismatch, match=r"scores.per_seed\[0\].episodes\[0\].score"):
+        verify_record(tampered, episodes_per_seed=2)
+
+
+def test_a_consistently_tampered_record_does_not_reproduce(random_record):
+    from agentbench_poad.leaderboard.records import summarize_seeds
+
+    tampered = copy.deepcopy(random_record)
+    for seed in tampered["scores"]["per_seed"]:
+        for episode in seed["episodes"]:
+            episode["score"] += 1.0
+            episode["return"] += 1.0
+        seed["score"] += 1.0
+        seed["mean_return"] += 1.0
+    tampered["scores"].update(summarize_seeds(tampered["scores"]["per_seed"]))
     result = verify_record(tampered, episodes_per_seed=2)
     assert not result.reproduced
     assert result.difference == pytest.approx(-1.0)
@@ -77,9 +94,19 @@ def test_verify_cli_exit_code_follows_the_verdict(tmp_path, random_record, capsy
     for seed in bad["scores"]["per_seed"]:
         for episode in seed["episodes"]:
             episode["score"] -= 5.0
+            episode["return"] -= 5.0
+        seed["score"] -= 5.0
+        seed["mean_return"] -= 5.0
+    bad["scores"]["mean"] -= 5.0
     add_record(bad, tmp_path)
     assert main(["leaderboard", "--store", str(tmp_path), "verify", bad["record_id"]]) == 1
     assert "NOT REPRODUCED" in capsys.readouterr().out
+    edited = copy.deepcopy(random_record)
+    edited["record_id"] += "-edited"
+    edited["scores"]["mean"] += 0.5  # a headline number edited by hand
+    add_record(edited, tmp_path)
+    assert main(["leaderboard", "--store", str(tmp_path), "verify", edited["record_id"]]) == 2
+    assert "scores.mean is" in capsys.readouterr().err
     assert main(["leaderboard", "--store", str(tmp_path), "show", good["record_id"]]) == 0
     shown = capsys.readouterr().out
     assert "seed    2" in shown and RANDOM_SPEC in shown
@@ -98,6 +125,7 @@ def _without_discounted_returns(record):
     """``record`` as a record made before episodes logged a discounted return."""
     old = copy.deepcopy(record)
     del old["protocol"]["discount"]
+    del old["scores"]["mean_discounted_return"], old["scores"]["discounted_return_stderr"]
     for seed in old["scores"]["per_seed"]:
         del seed["mean_discounted_return"]
         for episode in seed["episodes"]:
@@ -119,6 +147,8 @@ def test_a_new_record_compares_discounted_returns_too(discounted_record):
     for seed in tampered["scores"]["per_seed"]:
         for episode in seed["episodes"]:
             episode["discounted_return"] += 0.5  # the score is left as played
+        seed["mean_discounted_return"] += 0.5
+    tampered["scores"]["mean_discounted_return"] += 0.5
     result = verify_record(tampered, episodes_per_seed=2)
     assert not result.reproduced and result.exact_matches == 0
     assert result.rerun_mean == result.recorded_mean  # only the discounted return differs

@@ -83,6 +83,7 @@ def test_leaderboard_add_run_makes_a_record_that_verifies(quickstart, tmp_path):
                 "1",
                 "--env",
                 "VirtualHome-Cheese-v0",
+                "--allow-dirty",  # a developer's tree may have uncommitted changes
             ]
         )
         == 0
@@ -136,6 +137,7 @@ def test_runs_of_two_training_seeds_make_one_record_with_a_spread(quickstart, tm
                 str(second),
                 "--episodes",
                 "1",
+                "--allow-dirty",
             ]
         )
         == 0

@@ -21,9 +21,17 @@ def add_parser(subparsers) -> None:
         "  agentbench-poad leaderboard add --run runs/poad-seed0 --run runs/poad-seed1\n"
         "  agentbench-poad leaderboard list\n"
         "  agentbench-poad leaderboard verify Overcooked-TomatoSalad-v0__oracle\n"
-        "  agentbench-poad leaderboard report --out site/",
+        "  agentbench-poad leaderboard report --out site/\n\n"
+        "Trained agents' records name their training runs relative to the runs root: --runs DIR,\n"
+        "else $AGENTBENCH_POAD_RUNS, else the checkout's runs/ folder (the wheel ships no runs).",
     )
     p.add_argument("--store", help="records folder (default: the package's results/)")
+    p.add_argument(
+        "--runs",
+        metavar="DIR",
+        help="runs root that records' run paths are relative to (default: "
+        "$AGENTBENCH_POAD_RUNS, else the checkout's runs/)",
+    )
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
     sub = p.add_subparsers(title="leaderboard commands", metavar="ACTION")
 
@@ -52,8 +60,14 @@ def add_parser(subparsers) -> None:
         "the learning curve plays them; lower it to save accelerator memory)",
     )
     a.add_argument("--replace", action="store_true", help="replace a record with the same id")
+    a.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="add a record made from a git tree with uncommitted changes (refused otherwise); "
+        "the record is marked (software.dirty_allowed) and the report flags it",
+    )
     a.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    a.set_defaults(func=run_add)
+    a.set_defaults(func=_runs_scoped(run_add))
 
     ls = sub.add_parser("list", help="list the records of the store")
     ls.add_argument("--env", help="only this env id")
@@ -68,14 +82,43 @@ def add_parser(subparsers) -> None:
 
     v = sub.add_parser(
         "verify",
-        help="re-run a sample of a record's episodes; exit 1 if the "
-        "score does not reproduce within its standard error",
+        help="recompute a record's numbers, check its weight hashes, replay its episodes; "
+        "exit 1 if a replay does not reproduce, 2 if a number or a hash differs",
     )
     v.add_argument("record_id", nargs="+", help="record id(s) or record file(s)")
-    v.add_argument("--episodes-per-seed", type=int, default=3, help="episodes to replay per seed")
+    v.add_argument(
+        "--episodes-per-seed", type=int, default=3, help="episodes to replay per seed (>= 1)"
+    )
     v.add_argument("--max-seeds", type=int, help="replay only the first N seeds")
     v.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    v.set_defaults(func=run_verify)
+    v.set_defaults(func=_runs_scoped(run_verify))
+
+    b = sub.add_parser(
+        "backfill",
+        help="add content hashes and discounted-return summaries to existing records",
+        description="Add to each record what this version of the record states: the sha256 of "
+        "the base model's weights and of each seed's adapter files (from the model cache and the "
+        "runs root), and the discounted return over seeds. With --replay-discounted, a record "
+        "whose episodes log no discounted return (a deterministic agent) is replayed in full: "
+        "every episode must reproduce exactly, and its discounted return is then stored.",
+    )
+    b.add_argument("record_id", nargs="*", help="record id(s) or file(s) (default: the store)")
+    b.add_argument(
+        "--replay-discounted",
+        action="store_true",
+        help="replay deterministic records without discounted returns to add them",
+    )
+    b.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    b.set_defaults(func=_runs_scoped(run_backfill))
+
+    pr = sub.add_parser(
+        "prune-runs",
+        help="delete resume-only state (agent.pt, rng.pt, older checkpoints, tb/) of finished "
+        "runs in the runs root",
+    )
+    pr.add_argument("--dry-run", action="store_true", help="list what would be deleted")
+    pr.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    pr.set_defaults(func=_runs_scoped(run_prune_runs))
 
     r = sub.add_parser("report", help="write the Markdown + self-contained HTML board")
     r.add_argument("--out", default="agentbench-runs/report", help="output folder")
@@ -89,6 +132,28 @@ def add_parser(subparsers) -> None:
 
 def _store(args: argparse.Namespace):
     return getattr(args, "store", None)
+
+
+def _use_runs_root(args: argparse.Namespace) -> None:
+    """Apply ``--runs`` for this command (undone by :func:`_runs_scoped` when it returns)."""
+    from agentbench_poad.leaderboard.runs import set_runs_root
+
+    if getattr(args, "runs", None):
+        set_runs_root(args.runs)
+
+
+def _runs_scoped(command):
+    """``command`` with ``--runs`` reset afterwards (in-process callers run several commands)."""
+
+    def run(args: argparse.Namespace) -> int:
+        from agentbench_poad.leaderboard.runs import set_runs_root
+
+        try:
+            return command(args)
+        finally:
+            set_runs_root(None)
+
+    return run
 
 
 def _load(args: argparse.Namespace) -> list[dict]:
@@ -107,10 +172,17 @@ def run_add(args: argparse.Namespace) -> int:
 
     if not args.records and not args.run:
         return die("give record files to add, or --run RUN_DIR")
+    _use_runs_root(args)
     try:
-        for path in args.records:
-            record = read_record(path)
-            print(f"added {add_record(record, _store(args), replace=args.replace)}")
+        records = [read_record(path) for path in args.records]
+        if args.run and not args.allow_dirty:
+            _refuse_dirty_tree()
+        for record in records:
+            _ensure_hashes(record)
+            added = add_record(
+                record, _store(args), replace=args.replace, allow_dirty=args.allow_dirty
+            )
+            print(f"added {added}")
         if args.run:
             from agentbench_poad.leaderboard.from_run import record_from_runs
 
@@ -125,10 +197,35 @@ def run_add(args: argparse.Namespace) -> int:
                 progress=True,
                 batch_size=args.batch_size,
             )
-            print(f"added {add_record(record, _store(args), replace=args.replace)}")
+            added = add_record(
+                record, _store(args), replace=args.replace, allow_dirty=args.allow_dirty
+            )
+            print(f"added {added}")
     except (RecordError, ValueError) as exc:
         return die(str(exc))
     return 0
+
+
+def _refuse_dirty_tree() -> None:
+    """``add --run`` makes a record from this tree: refuse before any work when it is dirty."""
+    from agentbench_poad.leaderboard.records import DirtyTree, git_commit
+
+    commit, dirty = git_commit()
+    if dirty:
+        raise DirtyTree(
+            f"the git tree of this checkout has uncommitted changes (at {commit}), so a record "
+            "made now could not be traced to its code; commit first, or pass --allow-dirty to "
+            "make a record marked as dirty"
+        )
+
+
+def _ensure_hashes(record: dict) -> None:
+    """A record file made before records carried hashes gets them now (from this machine)."""
+    from agentbench_poad.leaderboard.provenance import attach_hashes
+
+    model = record["model"]
+    if "base_weights" not in model or "adapters" not in model:
+        attach_hashes(record)
 
 
 def _add_run_command(args: argparse.Namespace) -> str:
@@ -186,6 +283,11 @@ def run_show(args: argparse.Namespace) -> int:
         f"  spec={record['agent']['spec']}"
     )
     print(f"model      base={record['model']['base']} adapter={record['model']['adapter']}")
+    weights = record["model"].get("base_weights")
+    if weights:
+        print(f"weights    {weights['digest']} sha256 {weights['sha256']}")
+    for seed, adapter in sorted((record["model"].get("adapters") or {}).items()):
+        print(f"  seed {seed:>4}: {adapter['run']} ({adapter['checkpoint']})")
     print(
         f"score      {sc['metric']} {sc['mean']:.4f} ± {sc['stderr']:.4f}; success "
         f"{sc['success_rate']:.3f} ± {sc['success_rate_stderr']:.3f}"
@@ -204,7 +306,8 @@ def run_show(args: argparse.Namespace) -> int:
     )
     print(f"made by    {record['command']}")
     print(
-        f"provenance {sw['package_version']} git {sw['git_commit']} on "
+        f"provenance {sw['package_version']} git {sw['git_commit']}"
+        f"{' (dirty tree)' if sw.get('git_dirty') else ''} on "
         f"{record['hardware']['platform']}, {record['wall_time_s']:.1f}s, {record['created_at']}"
     )
     return 0
@@ -214,6 +317,9 @@ def run_verify(args: argparse.Namespace) -> int:
     from agentbench_poad.leaderboard.records import RecordError, find_record
     from agentbench_poad.leaderboard.verify import verify_record
 
+    if args.episodes_per_seed < 1:
+        return die(f"--episodes-per-seed must be >= 1, got {args.episodes_per_seed}")
+    _use_runs_root(args)
     status = 0
     for record_id in args.record_id:
         try:
@@ -226,6 +332,50 @@ def run_verify(args: argparse.Namespace) -> int:
         print(result.summary())
         status = status or (0 if result.reproduced else 1)
     return status
+
+
+def run_backfill(args: argparse.Namespace) -> int:
+    from agentbench_poad.leaderboard.backfill import backfill_record
+    from agentbench_poad.leaderboard.records import RecordError, find_record, iter_record_files
+
+    _use_runs_root(args)
+    targets = args.record_id or [str(p) for p in iter_record_files(_store(args))]
+    try:
+        for target in targets:
+            record = find_record(target, _store(args))
+            changes = backfill_record(record, replay_discounted=args.replay_discounted)
+            print(f"{record['record_id']}: {', '.join(changes) if changes else 'up to date'}")
+    except RecordError as exc:
+        return die(str(exc))
+    return 0
+
+
+def run_prune_runs(args: argparse.Namespace) -> int:
+    import shutil
+
+    from agentbench_poad.leaderboard.runs import (
+        RunsNotFound,
+        resume_only_files,
+        runs_root,
+        training_runs,
+    )
+
+    _use_runs_root(args)
+    try:
+        root = runs_root()
+    except RunsNotFound as exc:
+        return die(str(exc))
+    total = 0
+    for run in training_runs(root):
+        for path in resume_only_files(run):
+            files = list(path.rglob("*")) if path.is_dir() else [path]
+            size = sum(f.stat().st_size for f in files if f.is_file())
+            total += size
+            print(f"{'would delete' if args.dry_run else 'deleted'} {path} ({size:,} bytes)")
+            if not args.dry_run:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    print(f"{'would free' if args.dry_run else 'freed'} {total:,} bytes in {root}")
+    return 0
 
 
 def run_report(args: argparse.Namespace) -> int:

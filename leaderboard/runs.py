@@ -1,0 +1,172 @@
+"""Where the training runs behind trained-agent records live: the *runs root*.
+
+Run data (adapters, checkpoints, learning curves) is data, not code: it lives in the
+repository's top-level ``runs/`` folder, which is not a package and is not in the wheel. A record
+names each of its runs by a path *relative to the runs root* (``smollm2-cpu/runs/<env>/poad/seed0``),
+so a record verifies from any checkout, or from any copy of the runs folder.
+
+The runs root is, in this order:
+
+1. an explicit folder (``agentbench-poad leaderboard --runs DIR ...``, or ``runs_root(DIR)``);
+2. the environment variable ``AGENTBENCH_POAD_RUNS``;
+3. the ``runs/`` folder of the git checkout the package is imported from (an editable install or
+   a checkout on ``PYTHONPATH``).
+
+An installed wheel has no runs folder: resolving a record's run then fails with
+:class:`RunsNotFound`, whose message names the fix (clone the repository, or point
+``AGENTBENCH_POAD_RUNS`` / ``--runs`` at a copy of its ``runs/`` folder).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from agentbench_poad.leaderboard.schema import RecordError
+
+#: The environment variable naming the runs root.
+RUNS_ENV_VAR = "AGENTBENCH_POAD_RUNS"
+#: The name of the runs folder at the top of a checkout.
+RUNS_FOLDER = "runs"
+
+#: Set by ``--runs`` (:func:`set_runs_root`) for the rest of the process.
+_explicit_root: Path | None = None
+
+
+class RunsNotFound(RecordError):
+    """The runs root (or one run in it) does not exist; the message names the fix."""
+
+
+def checkout_root() -> Path | None:
+    """The git checkout this package is imported from, or None (an installed wheel).
+
+    In a checkout, ``leaderboard/`` (this file's folder) sits at the top of the repository, next
+    to ``pyproject.toml``; in an installed wheel it is ``agentbench_poad/leaderboard/`` inside
+    site-packages, with no ``pyproject.toml`` above it.
+    """
+    top = Path(__file__).resolve().parent.parent
+    return (
+        top if (top / "pyproject.toml").is_file() and (top / "agentbench_poad").is_dir() else None
+    )
+
+
+def set_runs_root(path: str | os.PathLike | None) -> None:
+    """Use ``path`` as the runs root for the rest of the process (None: back to the default)."""
+    global _explicit_root
+    _explicit_root = None if path is None else Path(path).expanduser().resolve()
+
+
+def runs_root(explicit: str | os.PathLike | None = None, *, must_exist: bool = True) -> Path:
+    """The runs root (see the module doc for the order).
+
+    Raises:
+        RunsNotFound: with ``must_exist``, when the chosen folder does not exist.
+    """
+    if explicit is not None:
+        root, source = Path(explicit).expanduser().resolve(), "the folder given (--runs)"
+    elif _explicit_root is not None:
+        root, source = _explicit_root, "the folder given (--runs)"
+    elif os.environ.get(RUNS_ENV_VAR):
+        root = Path(os.environ[RUNS_ENV_VAR]).expanduser().resolve()
+        source = f"${RUNS_ENV_VAR}"
+    else:
+        checkout = checkout_root()
+        if checkout is None:
+            if not must_exist:
+                return Path.cwd() / RUNS_FOLDER
+            raise RunsNotFound(
+                "this installation of agentbench-poad has no training runs (the wheel ships "
+                "records, not runs); clone the repository and run from the checkout, or point "
+                f"{RUNS_ENV_VAR} (or --runs DIR) at a copy of the repository's runs/ folder"
+            )
+        root, source = checkout / RUNS_FOLDER, "the checkout's runs/ folder"
+    if must_exist and not root.is_dir():
+        raise RunsNotFound(
+            f"the runs root {root} ({source}) does not exist; point {RUNS_ENV_VAR} (or --runs "
+            "DIR) at the repository's runs/ folder"
+        )
+    return root
+
+
+def resolve_run(run: str | os.PathLike, root: str | os.PathLike | None = None) -> Path:
+    """The run folder a record names: absolute as written, else relative to the runs root.
+
+    Raises:
+        RunsNotFound: the runs root or the run folder does not exist (naming the fix).
+    """
+    path = Path(run)
+    if not path.is_absolute():
+        path = runs_root(root) / path
+    if not path.is_dir():
+        raise RunsNotFound(
+            f"training run {str(run)!r} is not in the runs root ({path} does not exist); point "
+            f"{RUNS_ENV_VAR} (or --runs DIR) at the folder that holds it"
+        )
+    return path
+
+
+def stored_run_path(run_dir: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+    """How a record names a run: relative to the runs root when it lies under it, else absolute."""
+    run_dir = Path(run_dir).resolve()
+    try:
+        base = runs_root(root, must_exist=False).resolve()
+    except RunsNotFound:  # pragma: no cover - must_exist=False never raises
+        return str(run_dir)
+    try:
+        return run_dir.relative_to(base).as_posix()
+    except ValueError:
+        return str(run_dir)
+
+
+# -- finished runs keep what verify and the report need ------------------------------------------
+def is_finished(run_dir: str | os.PathLike) -> bool:
+    """Whether a training run reached its ``total_steps`` (its newest checkpoint says so)."""
+    import json
+
+    from agentbench_poad.rl.run_dir import latest_checkpoint
+
+    run_dir = Path(run_dir)
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        return False
+    try:
+        state = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))
+        total = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))["total_steps"]
+    except (OSError, ValueError, KeyError):
+        return False
+    return int(state.get("env_steps", 0)) >= int(total)
+
+
+def resume_only_files(run_dir: str | os.PathLike) -> list[Path]:
+    """What a *finished* run keeps only to resume or to inspect training, not to verify or report:
+    the newest checkpoint's ``agent.pt`` (critic weights, optimiser states) and ``rng.pt``
+    (generator states), every older checkpoint folder and TensorBoard events (``tb/``).
+
+    Verify loads the newest checkpoint's adapter (and the report reads ``config.json``, the
+    learning curve and ``metrics.jsonl``), so none of these is needed once the run is finished;
+    an unfinished run keeps them all (``train --resume`` restores agent.pt and rng.pt). Empty
+    for an unfinished run.
+    """
+    from agentbench_poad.rl.run_dir import latest_checkpoint
+
+    run_dir = Path(run_dir)
+    if not is_finished(run_dir):
+        return []
+    latest = latest_checkpoint(run_dir)
+    assert latest is not None  # is_finished
+    found = [latest / name for name in ("agent.pt", "rng.pt") if (latest / name).is_file()]
+    found += sorted(
+        p
+        for p in (run_dir / "checkpoints").iterdir()
+        if p.is_dir() and p.name.startswith("update_") and p != latest
+    )
+    if (run_dir / "tb").is_dir():
+        found.append(run_dir / "tb")
+    return found
+
+
+def training_runs(root: str | os.PathLike) -> list[Path]:
+    """Every training run folder (one with ``config.json`` and ``checkpoints/``) under ``root``."""
+    return sorted(
+        p.parent for p in Path(root).rglob("config.json") if (p.parent / "checkpoints").is_dir()
+    )
