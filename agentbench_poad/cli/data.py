@@ -150,8 +150,12 @@ def run_import(args: argparse.Namespace) -> int:
         import_csv,
     )
 
+    from agentbench_poad.cli._common import check_file
+
     try:
         spec = get_spec(args.name)
+        if error := check_file(args.file, "FILE"):
+            return die(error)
         dataset = import_csv(spec.name, args.file, cache_dir=args.cache_dir, target=args.target)
     except KeyError as exc:
         return die(exc.args[0])
