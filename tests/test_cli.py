@@ -114,7 +114,10 @@ def _error(capsys, argv: list[str]) -> str:
     "extra, message",
     [
         (["--env", "Overcooked-Nope-v0"], "unknown environment id 'Overcooked-Nope-v0'"),
-        (["--env", "Overcooked-TomatoSalad-v0", "--total-steps", "0"], "--total-steps must be >= 1"),
+        (
+            ["--env", "Overcooked-TomatoSalad-v0", "--total-steps", "0"],
+            "--total-steps must be >= 1",
+        ),
         (["--env", "Overcooked-TomatoSalad-v0"], f"--model: {MISSING_MODEL!r} does not exist"),
         (
             ["--env", "Overcooked-TomatoSalad-v0", "--env-arg", "max_episode_steps=oops"],

@@ -103,7 +103,7 @@ def check_model(model: str | None, flag: str = "--model") -> str | None:
         text.startswith(("/", "./", "../", "~"))
         or text.lower().endswith(".gguf")
         or text.count("/") > 1
-        or os.sep != "/" and os.sep in text
+        or (os.sep != "/" and os.sep in text)
     )
     if looks_like_path:
         return (
@@ -148,7 +148,9 @@ def check_run_dir(path: str | None, flag: str = "--run") -> str | None:
     if not p.is_dir():
         return f"{flag}: {path}: no such directory"
     if not (p / "config.json").is_file():
-        return f"{flag}: {path} is not a run directory (no config.json; see `agentbench-poad train`)"
+        return (
+            f"{flag}: {path} is not a run directory (no config.json; see `agentbench-poad train`)"
+        )
     return None
 
 

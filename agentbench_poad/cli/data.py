@@ -144,13 +144,12 @@ def _summary(name: str, dataset, where) -> str:  # noqa: ANN001
 
 
 def run_import(args: argparse.Namespace) -> int:
+    from agentbench_poad.cli._common import check_file
     from agentbench_poad.environments.datascicoding.datasets import (
         cache_paths,
         get_spec,
         import_csv,
     )
-
-    from agentbench_poad.cli._common import check_file
 
     try:
         spec = get_spec(args.name)

@@ -69,7 +69,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         check_at_least(args.timeout, 0, "--timeout"),
         check_at_least(args.batch_size, 1, "--batch-size"),
         check_at_least(args.max_retries, 0, "--max-retries"),
-        check_model(args.agent[3:], "--agent lm:") if (args.agent or "").startswith("lm:") else None,
+        check_model(args.agent[3:], "--agent lm:")
+        if (args.agent or "").startswith("lm:")
+        else None,
     )
     if error:
         return die(error)

@@ -170,7 +170,9 @@ def run_quickstart(args: argparse.Namespace) -> int:
         from agentbench_poad.registration import env_facts
 
         if env_facts(plan.dataset_env_id).family != "datascicoding":
-            error = f"--dataset-env {plan.dataset_env_id!r} is not a DataSciCoding id ('none' skips it)"
+            error = (
+                f"--dataset-env {plan.dataset_env_id!r} is not a DataSciCoding id ('none' skips it)"
+            )
     for agent in plan.agents:
         error = error or check_agent_env(agent, plan.env_id)
     if error:  # before the model is fetched or loaded

@@ -103,8 +103,7 @@ def run_train(args: argparse.Namespace) -> int:
         check_at_least(args.seed, 0, "--seed"),
         check_at_least(args.max_updates, 1, "--max-updates"),
     )
-    error = error or check_agent_env(args.agent, args.env_id) or check_model(args.model)
-    if error:
+    if error := error or check_agent_env(args.agent, args.env_id):
         return die(error)
     from agentbench_poad.baselines import get_algorithm
     from agentbench_poad.rl.trainer import train
@@ -120,6 +119,8 @@ def run_train(args: argparse.Namespace) -> int:
         return die(f"--env-arg takes KEY=JSON, the value is not JSON ({exc.msg})")
     except (ValueError, KeyError) as exc:
         return die(str(exc))
+    if error := check_model(args.model):  # last: the options above are cheaper to fix
+        return die(error)
     preset = None if args.preset == "none" else args.preset
     try:
         run_dir = train(
