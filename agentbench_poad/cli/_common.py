@@ -52,8 +52,8 @@ def check_env_id(env_id: str | None, flag: str = "--env") -> str | None:
             return f"{flag}: cannot import the module of {env_id!r} ({exc})"
     if name in gym.registry:
         return None
-    close = difflib.get_close_matches(name, list(gym.registry), n=2, cutoff=0.75)
-    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    close = difflib.get_close_matches(name, list(gym.registry), n=1, cutoff=0.75)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"unknown environment id {env_id!r}{hint}; see `agentbench-poad envs`"
 
 
