@@ -62,7 +62,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         ],
         "attempts ran",
     ),
-    "studies/language_probe.py": ([TINY_RUN, "--window", "16"], "ppl"),
+    "studies/language_probe.py": ([TINY_RUN, "--window", "256"], "ppl"),
     "studies/update_stats.py": ([TINY_RUN], "run | updates zero/reward"),
 }
 
