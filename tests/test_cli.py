@@ -100,9 +100,9 @@ def test_play_quits_and_reports_unknown_ids(monkeypatch, capsys):
 MISSING_MODEL = "/nonexistent/agentbench-poad-model"
 
 
-def _error(capsys, argv: list[str]) -> str:
-    """The one-line error of ``main(argv)`` (exit code 2, nothing on stdout)."""
-    assert main(argv) == 2
+def _error(capsys, argv: list[str], code: int = 2) -> str:
+    """The one-line error of ``main(argv)`` (exit code 2 unless said, nothing on stdout)."""
+    assert main(argv) == code
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("agentbench-poad: error: "), captured.err
@@ -230,7 +230,6 @@ def test_unknown_env_ids_get_a_suggestion(capsys):
         (["leaderboard", "report", "--paper", "/nonexistent/paper.json"], "no such file"),
         (["model", "init", "tiny", "--out", "unused", "--hidden-size", "0"], "--hidden-size"),
         (["model", "fetch", "no-such-model"], "no-such-model"),
-        (["data", "import", "iris", "/nonexistent/iris.csv"], "no such file"),
         (["sandbox", "run", "/nonexistent/code.py", "f"], "no such file"),
     ],
     ids=lambda value: " ".join(value[:2]) if isinstance(value, list) else None,
@@ -239,6 +238,11 @@ def test_commands_answer_bad_input_in_one_line(tmp_path, monkeypatch, capsys, ar
     monkeypatch.chdir(tmp_path)  # nothing may be written; a stray output would land here
     assert message in _error(capsys, argv)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_data_import_checks_the_file_first(tmp_path, capsys):
+    line = _error(capsys, ["data", "import", "iris", str(tmp_path / "missing.csv")], code=1)
+    assert "no such file" in line
 
 
 def test_sandbox_run_checks_limits_before_a_container_starts(tmp_path, capsys):

@@ -129,3 +129,30 @@ def test_markers_are_on_the_line_before_the_fence(tmp_path):
     first, second = extract(doc, root=tmp_path)
     assert (first.kind, first.reason, first.line) == ("skip", "needs a GPU", 4)
     assert (second.kind, second.code) == (None, "x = 1\n")
+
+
+def test_every_cited_reference_anchor_exists():
+    """Code and docs cite anchors of ``docs/reference.md``; each one must be on that page."""
+    page = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    anchors = set(re.findall(r'<a id="([a-z0-9-]+)"></a>', page))
+    cited: dict[str, str] = {}
+    for folder in (
+        "agentbench_poad",
+        "environments",
+        "baselines",
+        "leaderboard",
+        "studies",
+        "benchmarks",
+        "tests",
+        "docs",
+    ):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix not in (".py", ".md", ".toml") or "runs" in path.parts:
+                continue
+            for anchor in re.findall(r"reference\.md#([a-z0-9-]+)", path.read_text("utf-8")):
+                cited.setdefault(anchor, str(path.relative_to(ROOT)))
+    for extra in ("README.md", "leaderboard/paper_results.json"):
+        for anchor in re.findall(r"reference\.md#([a-z0-9-]+)", (ROOT / extra).read_text()):
+            cited.setdefault(anchor, extra)
+    missing = {anchor: where for anchor, where in cited.items() if anchor not in anchors}
+    assert cited and not missing, f"anchors cited but not in docs/reference.md: {missing}"

@@ -154,7 +154,7 @@ def run_import(args: argparse.Namespace) -> int:
     try:
         spec = get_spec(args.name)
         if error := check_file(args.file, "FILE"):
-            return die(error)
+            return die(error, code=1)
         dataset = import_csv(spec.name, args.file, cache_dir=args.cache_dir, target=args.target)
     except KeyError as exc:
         return die(exc.args[0])
