@@ -92,7 +92,7 @@ def _load_policy(
     """The policy for ``model``; the last one loaded is kept, so every factory built from the
     same spec (the protocol builds one per cell) shares it. ``_load_policy.cache_clear()``
     frees it."""
-    from agentbench_poad.rl.models import LoraSettings
+    from agentbench_poad.models import LoraSettings
     from agentbench_poad.rl.policy import LMPolicy
 
     # A freshly added LoRA adapter has B = 0, so its output is exactly the base model's.
@@ -148,7 +148,7 @@ class BaseModelAgent:
 def _version(model: str, normalization: str, chat_template: bool = False) -> str:
     """The package version, the scoring rule, the prompt layout and, for a named model, its
     pinned source."""
-    from agentbench_poad.rl.named_models import NAMED_MODELS
+    from agentbench_poad.models import NAMED_MODELS
 
     text = f"agentbench-poad {__version__}, LMPolicy {normalization}-normalised"
     if chat_template:

@@ -35,13 +35,13 @@ def resolve_model(
     if from_env:
         return from_env, f"{from_env} (${MODEL_ENV_VAR})"
     try:  # the named model, when `agentbench-poad model fetch smollm2-135m` has cached it
-        from agentbench_poad.rl.model_store import is_cached
+        from agentbench_poad.models import is_cached
 
         if is_cached(DEFAULT_MODEL_NAME):
             return DEFAULT_MODEL_NAME, f"{DEFAULT_MODEL_NAME} (cached named model)"
     except ImportError:  # pragma: no cover - a tree without the named-model table
         pass
-    from agentbench_poad.rl.models import init_tiny_model
+    from agentbench_poad.models import init_tiny_model
 
     directory = tiny_dir.name if tiny_dir is not None else tempfile.mkdtemp(prefix="bench-tiny-")
     path = init_tiny_model(Path(directory) / "tiny", seed=0, **tiny_kwargs)

@@ -54,7 +54,7 @@ def probe(
     from tqdm.auto import tqdm
 
     import agentbench_poad  # noqa: F401 - registers the ids
-    from agentbench_poad.rl.models import LoraSettings
+    from agentbench_poad.models import LoraSettings
     from agentbench_poad.rl.policy import LMPolicy
 
     policy = LMPolicy(model, lora=LoraSettings())

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 1:
         parser.error("--seeds must be >= 1")
 
-    from agentbench_poad.rl.models import LoraSettings
+    from agentbench_poad.models import LoraSettings
     from agentbench_poad.rl.policy import LMPolicy
 
     policy = LMPolicy(args.model, lora=LoraSettings())  # fresh adapter: exactly the base model

@@ -42,7 +42,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("transformers")
     # Tests run with one intra-op thread (OMP_NUM_THREADS=1, set in tests/conftest.py): the tiny
     # model's matmuls are microseconds and extra threads only oversubscribe a small machine.
-    from agentbench_poad.rl.models import init_tiny_model
+    from agentbench_poad.models import init_tiny_model
 
     return init_tiny_model(tmp_path_factory.mktemp("tiny_model"), seed=0)
 
@@ -51,7 +51,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An even smaller model (hidden size 32) for the trainer and learning tests."""
     pytest.importorskip("torch")
-    from agentbench_poad.rl.models import init_tiny_model
+    from agentbench_poad.models import init_tiny_model
 
     return init_tiny_model(tmp_path_factory.mktemp("model") / "tiny", hidden_size=32)
 
@@ -115,7 +115,7 @@ def add_word_tokens(model_dir: Path, words: list[str], *, seed: int = 0) -> Path
 def tiny_word_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``tiny_model`` with whole-word tokens for the case-study toy's words (3-7 token actions)."""
     pytest.importorskip("torch")
-    from agentbench_poad.rl.models import init_tiny_model
+    from agentbench_poad.models import init_tiny_model
     from agentbench_poad.rl.toy import ACTIONS_BY_STAGE
 
     words = sorted({w for actions in ACTIONS_BY_STAGE.values() for a in actions for w in a.split()})

@@ -20,7 +20,7 @@ from agentbench_poad.cli import main  # noqa: E402
 from agentbench_poad.leaderboard import evaluate  # noqa: E402
 from agentbench_poad.leaderboard.protocol import agent_factory, load_factory  # noqa: E402
 from agentbench_poad.leaderboard.verify import verify_record  # noqa: E402
-from agentbench_poad.rl.models import load_causal_lm  # noqa: E402
+from agentbench_poad.models import load_causal_lm  # noqa: E402
 
 ENV = "CaseStudy-Microwave-v0"  # five steps, restricted actions (registered on import)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-PARTS = ("rl", "sandbox", "environments", "baselines", "leaderboard", "cli")
+PARTS = ("models", "rl", "sandbox", "environments", "baselines", "leaderboard", "cli")
 
 
 def _package_dir(name: str) -> Path:
@@ -103,6 +103,7 @@ def test_the_graph_sees_the_imports_it_should():
     graph = part_graph()
     assert "rl" in graph["baselines"]  # the agents subclass rl's PPOAgent
     assert "leaderboard" in graph["cli"] and "baselines" in graph["cli"]
+    assert "models" in graph["rl"]  # the policy loads its model through models/
     assert _cycle({"a": {"b"}, "b": {"a"}}, {"a", "b"}) == ["a", "b", "a"]
     assert _cycle({"a": {"b"}, "b": set()}, {"a", "b"}) is None
 
@@ -124,3 +125,28 @@ def test_nothing_but_the_cli_imports_the_cli():
     graph = part_graph()
     importers = sorted(p for p, targets in graph.items() if "cli" in targets and p != "cli")
     assert importers == [], f"{importers} import agentbench_poad.cli"
+
+
+@pytest.mark.parametrize(
+    "forbidden", ["rl", "sandbox", "environments", "baselines", "leaderboard", "cli"]
+)
+def test_models_sit_below_rl(forbidden):
+    """models/ (named models, fetching, conversion, cache) learns nothing: it imports none of the
+    parts above it, so rl/ and everything else may build on it."""
+    assert forbidden not in part_graph()["models"], (
+        f"models/ imports {forbidden}; model acquisition must not depend on it"
+    )
+
+
+def test_no_cycle_between_modules_of_models():
+    """Inside models/, modules import each other one way (store -> download/gguf -> cache)."""
+    modules = {n: p for n, p in _modules().items() if part_of(n) == "models"}
+    graph = {n: set() for n in modules}
+    for name, path in modules.items():
+        for target in _imports(name, path):
+            if target not in modules and target.rpartition(".")[0] in modules:
+                target = target.rpartition(".")[0]
+            if target in modules and target != name and target != "agentbench_poad.models":
+                graph[name].add(target)
+    cycle = _cycle(graph, set(graph))
+    assert cycle is None, f"import cycle inside models/: {' -> '.join(cycle)}"

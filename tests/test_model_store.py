@@ -1,4 +1,4 @@
-"""Named models, the model cache and the GGUF conversion (agentbench_poad.rl.model_store).
+"""Named models, the model cache and the GGUF conversion (agentbench_poad.models.store).
 
 Offline and fast: every GGUF here is written by the test with the ``gguf`` package
 (tests/gguf_tiny.py) and converted by the real conversion path (transformers' GGUF loader). Only
@@ -27,24 +27,23 @@ pytest.importorskip("gguf")
 import torch  # noqa: E402
 
 from agentbench_poad.cli import main  # noqa: E402
-from agentbench_poad.rl import model_store  # noqa: E402
-from agentbench_poad.rl.model_store import (  # noqa: E402
+from agentbench_poad.models import (  # noqa: E402  # noqa: E402  # noqa: E402
+    NAMED_MODELS,
     ChecksumMismatch,
     DiskFull,
     ModelFetchError,
+    ModelNotAvailable,
+    NamedModel,
+    UnknownModelName,
     UnsupportedGGUF,
     fetch_model,
     import_gguf,
     is_cached,
+    load_causal_lm,
     read_provenance,
     resolve_model,
 )
-from agentbench_poad.rl.models import ModelNotAvailable, load_causal_lm  # noqa: E402
-from agentbench_poad.rl.named_models import (  # noqa: E402
-    NAMED_MODELS,
-    NamedModel,
-    UnknownModelName,
-)
+from agentbench_poad.models import store as model_store  # noqa: E402
 from tests.gguf_tiny import write_tiny_llama_gguf, write_wheel  # noqa: E402
 
 DIST, VERSION = "agentbench-tiny-gguf", "0.0.1"

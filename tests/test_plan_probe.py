@@ -23,7 +23,7 @@ def _probe_module():
 def test_probe_scores_the_shortest_plan_like_the_policy_samples(tiny_model_dir, tmp_path, env_id):
     import torch
 
-    from agentbench_poad.rl.models import LoraSettings
+    from agentbench_poad.models import LoraSettings
     from agentbench_poad.rl.policy import LMPolicy
 
     out = tmp_path / "probe.json"

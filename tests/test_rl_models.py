@@ -1,4 +1,4 @@
-"""Tests of agentbench_poad.rl.models: LoRA settings, the tiny model, loading, the CLI."""
+"""Tests of agentbench_poad.models.loading: LoRA settings, the tiny model, loading, the CLI."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from agentbench_poad.rl.models import (  # noqa: E402
+from agentbench_poad.models import (  # noqa: E402
     LoraSettings,
     ModelNotAvailable,
     init_tiny_model,

@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
 from agentbench_poad.agents import Agent  # noqa: E402
-from agentbench_poad.rl.models import LoraSettings  # noqa: E402
+from agentbench_poad.models import LoraSettings  # noqa: E402
 from agentbench_poad.rl.policy import (  # noqa: E402
     ActionSample,
     GenerationSettings,

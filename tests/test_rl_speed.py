@@ -19,8 +19,8 @@ pytest.importorskip("peft")
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from agentbench_poad.models import init_tiny_model  # noqa: E402
 from agentbench_poad.rl.config import PPOConfig  # noqa: E402
-from agentbench_poad.rl.models import init_tiny_model  # noqa: E402
 from agentbench_poad.rl.policy import LMPolicy  # noqa: E402
 from agentbench_poad.rl.ppo import (  # noqa: E402
     PPOBatch,
@@ -308,7 +308,7 @@ def test_logits_through_the_models_own_forward_equal_the_lm_head_at_the_slots(to
     puts=st.lists(st.tuples(st.integers(0, 6), st.integers(1, 12)), max_size=25),
 )
 def test_state_cache_keeps_the_most_recent_entries_within_its_budget(budget, puts):
-    from agentbench_poad.rl.policy import _StateCache
+    from agentbench_poad.rl.policy_model import _StateCache
 
     cache = _StateCache(budget)
     reference: list[tuple[int, int]] = []  # (key, rows), least recent first

@@ -269,7 +269,7 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
     if args.env_id not in gym.registry:
         return die(f"unknown environment id {args.env_id!r}; see `agentbench-poad envs`")
     from agentbench_poad.errors import DependencyNotInstalled
-    from agentbench_poad.rl.models import ModelNotAvailable
+    from agentbench_poad.models import ModelNotAvailable
 
     try:
         plan = EvaluationPlan(

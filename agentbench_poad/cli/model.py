@@ -107,8 +107,7 @@ def add_parser(subparsers) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from agentbench_poad.rl.model_store import cache_root, cached_gguf_dirs, is_cached
-    from agentbench_poad.rl.named_models import NAMED_MODELS
+    from agentbench_poad.models import NAMED_MODELS, cache_root, cached_gguf_dirs, is_cached
 
     root = cache_root(args.cache_dir)
     rows = [("NAME", "SOURCE", "LICENCE", "QUANT", "UPSTREAM", "CACHE")]
@@ -128,7 +127,7 @@ def run_list(args: argparse.Namespace) -> int:
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     print(f"model cache: {root}")
-    from agentbench_poad.rl.model_store import read_provenance
+    from agentbench_poad.models import read_provenance
 
     for folder in cached_gguf_dirs(args.cache_dir):
         source = (read_provenance(folder) or {}).get("source", {})
@@ -140,9 +139,13 @@ def run_fetch(args: argparse.Namespace) -> int:
     import time
 
     from agentbench_poad.errors import DependencyNotInstalled
-    from agentbench_poad.rl.model_store import fetch_model, is_cached, read_provenance
-    from agentbench_poad.rl.models import ModelNotAvailable
-    from agentbench_poad.rl.named_models import UnknownModelName
+    from agentbench_poad.models import (
+        ModelNotAvailable,
+        UnknownModelName,
+        fetch_model,
+        is_cached,
+        read_provenance,
+    )
 
     start = time.perf_counter()
     try:
@@ -168,8 +171,12 @@ def run_info(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from agentbench_poad.rl.model_store import cache_root, read_provenance
-    from agentbench_poad.rl.named_models import NAMED_MODELS, unknown_name_message
+    from agentbench_poad.models import (
+        NAMED_MODELS,
+        cache_root,
+        read_provenance,
+        unknown_name_message,
+    )
 
     given = Path(args.name).expanduser()
     if args.name in NAMED_MODELS and not given.exists():
@@ -234,7 +241,7 @@ def run_init(args: argparse.Namespace) -> int:
         return die(error)
 
     try:
-        from agentbench_poad.rl.models import init_tiny_model
+        from agentbench_poad.models import init_tiny_model
 
         out = init_tiny_model(
             args.out,

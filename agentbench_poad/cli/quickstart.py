@@ -179,8 +179,7 @@ def run_quickstart(args: argparse.Namespace) -> int:
         return die(error)
     try:
         from agentbench_poad.baselines import get_algorithm
-        from agentbench_poad.rl.model_store import resolve_model
-        from agentbench_poad.rl.models import ModelNotAvailable, init_tiny_model
+        from agentbench_poad.models import ModelNotAvailable, init_tiny_model, resolve_model
         from agentbench_poad.rl.trainer import train
     except ImportError as exc:
         return die(

@@ -105,7 +105,7 @@ def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) 
     """
     import torch
 
-    from agentbench_poad.rl.models import LoraSettings
+    from agentbench_poad.models import LoraSettings
     from agentbench_poad.rl.policy import GenerationSettings, LMPolicy
 
     lora = LoraSettings(

@@ -9,7 +9,7 @@ algorithm:
 * :func:`load_causal_lm` -- model and tokenizer by named model (``"smollm2-135m"``, fetched and
   converted once into the model cache), ``.gguf`` file, local directory or hub id, with ``dtype``
   and ``device`` options (``"auto"`` picks CUDA when available). Names and ``.gguf`` files are
-  resolved by :func:`agentbench_poad.rl.model_store.resolve_model`.
+  resolved by :func:`agentbench_poad.models.store.resolve_model`.
 * :func:`init_tiny_model` -- writes a small random-init Llama-style model with a byte-level
   tokenizer to a directory. The Hugging Face hub is unreachable here, so tests, examples and the
   ``agentbench-poad model init tiny --out DIR`` command use it in place of a real checkpoint.
@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.errors import AgentBenchError, require
+from agentbench_poad.errors import require
+from agentbench_poad.models.errors import ModelNotAvailable
+from agentbench_poad.models.named import NAMED_MODELS
+from agentbench_poad.models.store import resolve_model
 
 #: Accepted ``dtype`` names (besides ``"auto"``).
 DTYPES = ("float32", "float16", "bfloat16")
@@ -32,10 +35,6 @@ DTYPES = ("float32", "float16", "bfloat16")
 #: Special tokens of the tiny byte-level tokenizer; their ids are 0, 1, 2 and the 256 byte
 #: tokens follow (the same layout as Llama: 0 pad/unk, 1 BOS, 2 EOS).
 TINY_SPECIAL_TOKENS = ("<pad>", "<s>", "</s>")
-
-
-class ModelNotAvailable(AgentBenchError, OSError):
-    """A model or tokenizer could not be loaded (not cached and the hub is unreachable)."""
 
 
 @dataclass
@@ -141,8 +140,6 @@ def load_causal_lm(
             ``agentbench-poad model fetch NAME``). Its subclass ``ModelFetchError`` reports a
             failed fetch or conversion.
     """
-    from agentbench_poad.rl.model_store import resolve_model
-
     transformers = require("transformers", "train")
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
@@ -181,8 +178,6 @@ def _name_hint(source: str) -> str:
     if "/" in source:
         return ""
     import difflib
-
-    from agentbench_poad.rl.named_models import NAMED_MODELS
 
     close = difflib.get_close_matches(source, list(NAMED_MODELS), n=3, cutoff=0.6)
     return f" Did you mean the named model {' or '.join(map(repr, close))}?" if close else ""

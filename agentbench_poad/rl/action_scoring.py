@@ -1,0 +1,388 @@
+"""Scoring restricted actions: every offered action's log-likelihood after the prompt.
+
+In restricted-action environments (Overcooked, VirtualHome) the policy is a categorical over the
+offered actions: each action is scored by its token log-likelihood after the prompt, normalised
+(:data:`~agentbench_poad.rl.policy_types.NORMALIZATIONS`, by words in the paper), and the
+log-softmax of the scores is the policy (:meth:`ActionScoring.candidate_log_probs`, with
+gradients, for TWOSOME; :meth:`~agentbench_poad.rl.policy.LMPolicy.act` samples from it).
+
+Read top to bottom:
+
+* :meth:`ActionScoring._candidate_tries` -- a prompt's candidates as a trie (a shared prefix such
+  as " pick up the" runs once);
+* :meth:`ActionScoring._candidate_log_probs` -- per-token log-probs read from a table of logits;
+* :meth:`ActionScoring._score_group` -- one forward over the *tree layout* of a group of prompts
+  (:meth:`ActionScoring._tree_layout`: each prompt, then its candidates' trie, with a mask that
+  lets a node see its prompt and its ancestors only), exact against one forward per candidate;
+* :meth:`ActionScoring._tree_lower_states`, :meth:`ActionScoring._top_inputs` -- with
+  ``lora_layers``, the tree's frozen lower-layer states from a cache, so only the adapted top
+  layers run; :meth:`ActionScoring._tree_logits` runs them and the LM head at the read slots;
+* :meth:`ActionScoring._score_restricted` -- batching: repeated (prompt, actions) pairs scored
+  once, prompts grouped under ``score_batch_tokens``, scores normalised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from agentbench_poad.rl.policy_model import PolicyModel, _check_batch
+from agentbench_poad.rl.policy_types import NORMALIZATIONS
+
+
+class ActionScoring(PolicyModel):
+    """The restricted-action scoring of :class:`~agentbench_poad.rl.policy.LMPolicy`."""
+
+    @staticmethod
+    def _candidate_tries(
+        candidates: list[list[list[int]]], keep_last: bool
+    ) -> tuple[list[tuple[list[int], list[int], list[int]]], list[list[list[int]]]]:
+        """Per prompt, its candidates' tokens as a trie, and each candidate's path through it.
+
+        A prefix shared by several candidates (such as " pick up the") is one run of nodes: in a
+        causal model a token's states depend on its prefix only. A candidate's last token
+        predicts nothing that is scored, so it is left out unless ``keep_last``.
+
+        Returns:
+            ``(tries, paths)``: ``tries[i] = (tokens, parents, depths)`` of prompt ``i``'s nodes
+            (parent -1: the node follows the prompt directly) and ``paths[i][k][j]`` the node of
+            token ``j`` of candidate ``k``.
+        """
+        tries: list[tuple[list[int], list[int], list[int]]] = []
+        paths: list[list[list[int]]] = []
+        for group in candidates:
+            tokens_of: list[int] = []
+            parents: list[int] = []
+            depths: list[int] = []
+            children: dict[tuple[int, int], int] = {}
+            group_paths = []
+            for tokens in group:
+                path, parent = [], -1
+                for token in tokens if keep_last else tokens[:-1]:
+                    node = children.get((parent, token))
+                    if node is None:
+                        node = children[(parent, token)] = len(tokens_of)
+                        tokens_of.append(token)
+                        parents.append(parent)
+                        depths.append(0 if parent < 0 else depths[parent] + 1)
+                    path.append(node)
+                    parent = node
+                group_paths.append(path)
+            tries.append((tokens_of, parents, depths))
+            paths.append(group_paths)
+        return tries, paths
+
+    def _candidate_log_probs(
+        self,
+        table: torch.Tensor,
+        candidates: list[list[list[int]]],
+        row_of: Callable[[int, int, int], int],
+    ) -> list[torch.Tensor]:
+        """Per prompt, ``(K_i, L)`` log p(token j of candidate k | prompt, earlier tokens).
+
+        ``table`` holds one row of logits per scored position; ``row_of(i, k, j)`` is the row
+        that predicts token ``j`` of candidate ``k`` of prompt ``i``. Pads are 0.
+        """
+        counts = [len(c) for c in candidates]
+        width = max(len(c) for group in candidates for c in group)
+        source, out_row, out_col, targets = [], [], [], []
+        row = 0
+        for i, group in enumerate(candidates):
+            for k, tokens in enumerate(group):
+                for j, token in enumerate(tokens):
+                    source.append(row_of(i, k, j))
+                    out_row.append(row)
+                    out_col.append(j)
+                    targets.append(token)
+                row += 1
+        chosen = table[torch.tensor(source, device=table.device)]
+        scored = torch.log_softmax(chosen.float(), dim=-1).gather(
+            -1, torch.tensor(targets, device=table.device)[:, None]
+        )[:, 0]
+        log_probs = torch.zeros((row, width), device=table.device, dtype=scored.dtype)
+        log_probs = log_probs.index_put(
+            (
+                torch.tensor(out_row, device=table.device),
+                torch.tensor(out_col, device=table.device),
+            ),
+            scored,
+        )
+        return list(torch.split(log_probs, counts, dim=0))
+
+    def _score_group(
+        self,
+        prompt_ids: list[list[int]],
+        candidates: list[list[list[int]]],
+        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = None,
+    ) -> list[torch.Tensor]:
+        """Token log-probs of every candidate after its prompt, the prompt run once.
+
+        One forward over the tree layout (:meth:`_tree_layout`: each prompt, then its
+        candidates' trie), with the LM head only where a logit is read. With ``lora_layers`` the
+        frozen lower layers' states of the (prompt, candidates) tree come from a cache
+        (:meth:`_tree_lower_states`) and only the adapted top layers run; otherwise the whole
+        model runs. Exact: equal to one plain forward per prompt + candidate.
+
+        With ``lower`` (a list) and ``lora_layers`` set, per prompt one ``(prompt states (P_i, H),
+        [candidate states (n_k, H)])`` is appended: the hidden states entering the lowest adapted
+        layer, which the critic and the PPO update reuse.
+
+        Returns:
+            Per prompt, a ``(K_i, L)`` float32 tensor of log p(token j | prompt, tokens < j), 0 at
+            pads (``L`` = the longest candidate of the group). Differentiable when grad is on.
+        """
+        if max(len(c) for group in candidates for c in group) == 0:
+            return [torch.zeros((len(c), 0), device=self.device) for c in candidates]
+        top = self._reuse_from() > 0
+        # A candidate's last token predicts nothing scored: in the trie only when its lower
+        # states are wanted (cached for the critic and the update).
+        tries, paths = self._candidate_tries(candidates, keep_last=top)
+        ids, positions, mask, width_p = self._tree_layout(prompt_ids, tries)
+        inputs = (
+            self._top_inputs(prompt_ids, candidates, tries, paths, ids.shape[1], width_p, lower)
+            if top
+            else ids
+        )
+        # The slots whose logits are read: each prompt's last token and the trie nodes of every
+        # candidate's tokens but its last.
+        slots: dict[tuple[int, int], int] = {}
+        for i, (p, group, group_paths) in enumerate(zip(prompt_ids, candidates, paths)):
+            slots.setdefault((i, len(p) - 1), len(slots))
+            for tokens, path in zip(group, group_paths):
+                for node in path[: len(tokens) - 1]:
+                    slots.setdefault((i, width_p + node), len(slots))
+        table = self._tree_logits(inputs, mask, positions, list(slots))
+
+        def row_of(i: int, k: int, j: int) -> int:
+            return slots[(i, len(prompt_ids[i]) - 1 if j == 0 else width_p + paths[i][k][j - 1])]
+
+        return self._candidate_log_probs(table, candidates, row_of)
+
+    # The tree layout of a group: row i holds prompt i's tokens at [0, P_i) (right-padded to
+    # width_p) and its candidates' trie nodes at [width_p, width_p + N_i). A prompt token sees the
+    # prompt causally; a node sees its prompt's real tokens, its ancestors and itself; a pad slot
+    # sees itself only (its output is never read). Positions: prompt token q at q, a node at
+    # P_i + its depth. One plain forward over this layout equals one forward per prompt +
+    # candidate at every real slot.
+
+    def _tree_layout(
+        self, prompt_ids: list[list[int]], tries: list[tuple[list[int], list[int], list[int]]]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """``(ids (B, W), position_ids (B, W), additive mask (B, 1, W, W), width_p)``."""
+        batch = len(prompt_ids)
+        width_p = max(len(p) for p in prompt_ids)
+        width = width_p + max(len(t[0]) for t in tries)
+        ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
+        positions = torch.zeros((batch, width), dtype=torch.long)
+        allowed = torch.eye(width, dtype=torch.bool).repeat(batch, 1, 1)
+        for i, (p, (tokens_of, parents, depths)) in enumerate(zip(prompt_ids, tries)):
+            n_p, n = len(p), len(tokens_of)
+            ids[i, :n_p] = torch.as_tensor(p, dtype=torch.long)
+            positions[i, :n_p] = torch.arange(n_p)
+            allowed[i, :n_p, :n_p] = torch.ones((n_p, n_p), dtype=torch.bool).tril()
+            if n == 0:
+                continue
+            ids[i, width_p : width_p + n] = torch.as_tensor(tokens_of, dtype=torch.long)
+            positions[i, width_p : width_p + n] = n_p + torch.as_tensor(depths)
+            allowed[i, width_p : width_p + n, :n_p] = True
+            for node in range(n):  # a node sees itself and its ancestors
+                ancestor = parents[node]
+                while ancestor >= 0:
+                    allowed[i, width_p + node, width_p + ancestor] = True
+                    ancestor = parents[ancestor]
+        dtype = self._hf_model().dtype
+        dtype = dtype if dtype.is_floating_point else torch.float32
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        return (
+            ids.to(self.device),
+            positions.to(self.device),
+            mask[:, None].to(self.device),
+            width_p,
+        )
+
+    def _tree_lower_states(
+        self,
+        prompt_ids: list[list[int]],
+        candidates: list[list[list[int]]],
+        tries: list[tuple[list[int], list[int], list[int]]],
+    ) -> list[torch.Tensor]:
+        """Per prompt, the ``(P_i + N_i, H)`` states entering the lowest adapted layer at its
+        prompt tokens and then at its trie nodes (every candidate token, last ones included).
+
+        Taken from the tree cache where present (keyed by the prompt and its candidates); the
+        others run once through the frozen lower layers, in the tree layout, and are cached.
+        Exact: nothing below the adapters ever changes, and a rollout meets the same
+        (observation, offered actions) pairs again and again.
+        """
+        keys = [
+            (tuple(p), tuple(tuple(c) for c in group)) for p, group in zip(prompt_ids, candidates)
+        ]
+        states: list[torch.Tensor | None] = [self._tree_cache.get(key) for key in keys]
+        missing = list(dict.fromkeys(k for k, s in zip(keys, states) if s is None))
+        if missing:
+            index = {key: keys.index(key) for key in missing}
+            rows = [index[key] for key in missing]
+            ids, positions, mask, width_p = self._tree_layout(
+                [prompt_ids[r] for r in rows], [tries[r] for r in rows]
+            )
+            with (
+                torch.no_grad(),
+                self._only_layers(0, self.first_adapted_layer, final_norm=False) as lower,
+            ):
+                out = lower(
+                    input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False
+                )
+            hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+            fresh = {}
+            for row, (key, r) in enumerate(zip(missing, rows)):
+                n_p, n = len(prompt_ids[r]), len(tries[r][0])
+                fresh[key] = torch.cat(
+                    [hidden[row, :n_p], hidden[row, width_p : width_p + n]]
+                ).detach()
+                self._tree_cache.put(key, fresh[key])
+            states = [s if s is not None else fresh[k] for k, s in zip(keys, states)]
+        return [s.to(self.device) for s in states if s is not None]
+
+    def _tree_logits(
+        self,
+        inputs: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        slots: list[tuple[int, int]],
+    ) -> torch.Tensor:
+        """Logits ``(len(slots), V)`` at the ``(row, column)`` slots of a tree layout.
+
+        ``inputs`` are token ids ``(B, W)`` (the whole model runs) or, with ``lora_layers``, the
+        states ``(B, W, H)`` entering the lowest adapted layer (only the adapted top layers run).
+        The LM head runs only at the slots (a vocabulary-wide projection each); a model that
+        post-processes its logits (scaling, soft-capping) runs its own forward instead.
+        """
+        at = torch.tensor(slots, dtype=torch.long, device=self.device)
+        start = 0 if inputs.dtype == torch.long else self.first_adapted_layer
+        feed = {"input_ids" if start == 0 else "inputs_embeds": inputs}
+        feed.update(attention_mask=mask, position_ids=positions, use_cache=False)
+        if self._plain_lm_head:
+            with self._only_layers(start) as decoder:
+                out = decoder(**feed)
+            states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+            return self._hf_model().get_output_embeddings()(states[at[:, 0], at[:, 1]])
+        with self._only_layers(start):
+            return self.model(**feed).logits[at[:, 0], at[:, 1]]
+
+    def _top_inputs(
+        self,
+        prompt_ids: list[list[int]],
+        candidates: list[list[list[int]]],
+        tries: list[tuple[list[int], list[int], list[int]]],
+        paths: list[list[list[int]]],
+        width: int,
+        width_p: int,
+        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None,
+    ) -> torch.Tensor:
+        """The tree layout's ``(B, width, H)`` states entering the lowest adapted layer, from the
+        tree cache (:meth:`_tree_lower_states`); with ``lower``, each prompt's and candidate's
+        states are appended to it (see :meth:`_score_group`)."""
+        states = self._tree_lower_states(prompt_ids, candidates, tries)
+        hidden = states[0].new_zeros((len(prompt_ids), width, states[0].shape[-1]))
+        for i, (p, row) in enumerate(zip(prompt_ids, states)):
+            n_p = len(p)
+            hidden[i, :n_p] = row[:n_p]
+            hidden[i, width_p : width_p + row.shape[0] - n_p] = row[n_p:]
+            if lower is not None:
+                lower.append(
+                    (
+                        row[:n_p],
+                        [
+                            row[n_p + torch.as_tensor(path, dtype=torch.long, device=row.device)]
+                            if path
+                            else row.new_zeros((0, row.shape[-1]))
+                            for path in paths[i]
+                        ],
+                    )
+                )
+        return hidden
+
+    def _score_restricted(
+        self,
+        prompts: Sequence[str],
+        available_actions: Sequence[Sequence[str]],
+        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = None,
+    ) -> list[tuple[list[list[int]], torch.Tensor, torch.Tensor]]:
+        """Per prompt: (candidate token ids, token log-probs (K, L), normalised scores (K,)).
+
+        A (prompt, offered actions) pair that repeats in the batch (a PPO minibatch meets the
+        same observation many times) is scored once and its result shared (exact; autograd sums
+        the gradients). Prompts are scored in groups whose cache (sum over candidates of prompt +
+        candidate tokens) stays within ``score_batch_tokens``; a prompt is never split.
+        ``lower``: see :meth:`_score_group` (filled in prompt order, one entry per prompt).
+        """
+        for actions in available_actions:
+            if not actions:
+                raise ValueError(
+                    "available_actions is an empty list; pass None for open-action environments"
+                )
+        keys = [(p, tuple(a)) for p, a in zip(prompts, available_actions)]
+        first = {key: n for n, key in enumerate(dict.fromkeys(keys))}
+        if len(first) < len(keys):
+            unique = list(first)
+            unique_lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = (
+                None if lower is None else []
+            )
+            scored = self._score_restricted(
+                [p for p, _ in unique], [list(a) for _, a in unique], unique_lower
+            )
+            if lower is not None and unique_lower:
+                lower.extend(unique_lower[first[key]] for key in keys)
+            return [scored[first[key]] for key in keys]
+        encoded = []
+        for prompt, actions in zip(prompts, available_actions):
+            prompt_ids = self.encode_prompt(prompt)
+            encoded.append((prompt_ids, self._encode_actions(prompt, prompt_ids, list(actions))))
+        groups: list[list[int]] = []
+        used = 0
+        for i, (p, cands) in enumerate(encoded):
+            cost = sum(len(p) + len(c) for c in cands)
+            if groups and used + cost <= self.score_batch_tokens:
+                groups[-1].append(i)
+                used += cost
+            else:
+                groups.append([i])
+                used = cost
+        token_log_probs: list[torch.Tensor | None] = [None] * len(encoded)
+        for group in groups:
+            scored = self._score_group(
+                [encoded[i][0] for i in group], [encoded[i][1] for i in group], lower
+            )
+            for i, lp in zip(group, scored):
+                token_log_probs[i] = lp
+        normalise = NORMALIZATIONS[self.normalization]
+        results = []
+        for (_, cands), actions, lp in zip(encoded, available_actions, token_log_probs):
+            assert lp is not None
+            totals = lp.sum(dim=1)
+            scores = torch.stack(
+                [normalise(totals[k], len(cands[k]), actions[k]) for k in range(len(cands))]
+            )
+            results.append((cands, lp, scores))
+        return results
+
+    def candidate_log_probs(
+        self, prompts: Sequence[str], available_actions: Sequence[Sequence[str]]
+    ) -> list[torch.Tensor]:
+        """Action-level log-policy over the offered actions, with gradients (TWOSOME).
+
+        Returns:
+            Per prompt, a ``(K_i,)`` float32 tensor: the log-softmax over its candidates of the
+            normalised action log-likelihoods. Its entropy is ``-(p * log p).sum()``.
+        """
+        _check_batch(prompts, available_actions)
+        if any(a is None for a in available_actions):
+            raise ValueError("candidate_log_probs is for restricted actions; got None")
+        return [
+            torch.log_softmax(scores, dim=0)
+            for _, _, scores in self._score_restricted(prompts, available_actions)
+        ]
+
+
+__all__ = ["ActionScoring"]

@@ -1,0 +1,208 @@
+"""What the PPO update reads from the policy: token log-probs and the critic's features.
+
+* :meth:`UpdateFeatures.token_log_probs` (with gradients) re-scores chosen action tokens after
+  their prompts for token-level PPO (POAD, NTPO): log-probs under the untempered LM and the
+  full-vocabulary entropy at each action position. With ``lora_layers`` it runs only the adapted
+  top layers from cached frozen lower states, each distinct prompt once with its actions as a
+  trie (:meth:`UpdateFeatures._token_log_probs_top`, the tree layout of
+  :mod:`agentbench_poad.rl.action_scoring`).
+* :meth:`UpdateFeatures.critic_features` reads the frozen pre-trained model (adapter disabled)
+  for the critic heads in :mod:`agentbench_poad.rl.critic`, always at real tokens, never at a pad
+  (deliberate fix of REFERENCE_SPEC §5.1.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from agentbench_poad.rl.action_scoring import ActionScoring
+from agentbench_poad.rl.policy_types import TokenLogProbs
+
+
+class UpdateFeatures(ActionScoring):
+    """The update-time passes of :class:`~agentbench_poad.rl.policy.LMPolicy`."""
+
+    def token_log_probs(
+        self, prompts: Sequence[str], action_token_ids: Sequence[Sequence[int]]
+    ) -> TokenLogProbs:
+        """Log-probs and entropies of given action tokens after their prompts, with gradients.
+
+        The batch is right-padded inside; logits are computed only from the earliest action
+        position on, and the log-softmax is taken in float32. With ``lora_layers`` only the
+        adapted top layers run, from the cached (or once computed) frozen lower-layer states.
+        """
+        if len(prompts) != len(action_token_ids):
+            raise ValueError(
+                f"got {len(prompts)} prompts but {len(action_token_ids)} action token lists"
+            )
+        prompt_ids = [self.encode_prompt(p) for p in prompts]
+        actions = [list(a) for a in action_token_ids]
+        batch = len(prompts)
+        width = max((len(a) for a in actions), default=0)
+        if batch == 0 or width == 0:
+            empty = torch.zeros((batch, width), device=self.device)
+            return TokenLogProbs(empty, empty.clone(), empty.bool())
+        if self._reuse_from() > 0:
+            return self._token_log_probs_top(prompt_ids, actions)
+        sequences = [p + a for p, a in zip(prompt_ids, actions)]
+        first = min(len(p) for p in prompt_ids) - 1  # earliest position that predicts an action
+        ids, attention = self._right_padded(sequences)
+        out = self._lm(
+            keep=int(ids.shape[1] - first),
+            input_ids=ids,
+            attention_mask=attention,
+            use_cache=False,
+        )
+        total = ids.shape[1]
+        offset = total - out.logits.shape[1]
+        index = torch.zeros((batch, width), dtype=torch.long)
+        targets = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((batch, width), dtype=torch.bool)
+        for row, (p, a) in enumerate(zip(prompt_ids, actions)):
+            n = len(a)
+            index[row, :n] = torch.arange(len(p) - 1, len(p) - 1 + n) - offset
+            targets[row, :n] = torch.as_tensor(a, dtype=torch.long)
+            mask[row, :n] = True
+        index, targets, mask = index.to(self.device), targets.to(self.device), mask.to(self.device)
+        logits = out.logits.gather(1, index.unsqueeze(-1).expand(-1, -1, out.logits.shape[-1]))
+        log_softmax = torch.log_softmax(logits.float(), dim=-1)
+        log_probs = log_softmax.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        entropy = -(log_softmax.exp() * log_softmax).sum(dim=-1)
+        zero = torch.zeros((), device=self.device)
+        return TokenLogProbs(
+            log_probs=torch.where(mask, log_probs, zero),
+            entropy=torch.where(mask, entropy, zero),
+            mask=mask,
+        )
+
+    def _token_log_probs_top(
+        self, prompt_ids: list[list[int]], actions: list[list[int]]
+    ) -> TokenLogProbs:
+        """:meth:`token_log_probs` with ``lora_layers``: only the adapted top layers run (and
+        backpropagate), from the frozen lower states, and each distinct prompt runs once.
+
+        A PPO minibatch holds many samples of the same observation (an Overcooked task has a few
+        dozen). Samples are grouped by prompt; each group's distinct actions run as a trie after
+        one copy of the prompt (the tree layout of :meth:`_tree_layout`), and a sample's log-probs
+        and entropies are read at its prompt's last token and its trie nodes. Exact: a token's
+        states depend on its prefix only, and autograd sums the gradient over the samples that
+        share a computation.
+        """
+        batch = len(prompt_ids)
+        width = max(len(a) for a in actions)
+        lower = self._lower_hidden([p + a for p, a in zip(prompt_ids, actions)])
+        group_of: dict[tuple[int, ...], int] = {}
+        groups: list[tuple[list[int], list[list[int]], int]] = []  # (prompt, actions, a sample)
+        action_of: list[dict[tuple[int, ...], int]] = []
+        where: list[tuple[int, int]] = []  # per sample: (group, index of its action there)
+        for row, (p, a) in enumerate(zip(prompt_ids, actions)):
+            g = group_of.setdefault(tuple(p), len(groups))
+            if g == len(groups):
+                groups.append((p, [], row))
+                action_of.append({})
+            k = action_of[g].setdefault(tuple(a), len(groups[g][1]))
+            if k == len(groups[g][1]):
+                groups[g][1].append(a)
+            where.append((g, k))
+        tries, paths = self._candidate_tries([g[1] for g in groups], keep_last=False)
+        group_prompts = [g[0] for g in groups]
+        _, positions, mask, width_p = self._tree_layout(group_prompts, tries)
+        hidden = lower[0].new_zeros((len(groups), mask.shape[-1], lower[0].shape[-1]))
+        # The source of each slot's lower states: the prompt from any of its samples, a trie node
+        # from a sample whose action passes through it (row P + depth of its sequence).
+        for g, (p, _, row) in enumerate(groups):
+            hidden[g, : len(p)] = lower[row][: len(p)]
+        for row, (g, k) in enumerate(where):
+            path = paths[g][k]
+            if path:
+                n_p = len(group_prompts[g])
+                nodes = torch.as_tensor(path, dtype=torch.long, device=hidden.device)
+                hidden[g, width_p + nodes] = lower[row][n_p : n_p + len(path)]
+        slots: dict[tuple[int, int], int] = {}
+        for g, p in enumerate(group_prompts):
+            slots.setdefault((g, len(p) - 1), len(slots))
+            for path in paths[g]:
+                for node in path:
+                    slots.setdefault((g, width_p + node), len(slots))
+        logits = self._tree_logits(hidden, mask, positions, list(slots))
+        log_softmax = torch.log_softmax(logits.float(), dim=-1)
+        entropy_of_slot = -(log_softmax.exp() * log_softmax).sum(dim=-1)
+        index = torch.zeros((batch, width), dtype=torch.long)
+        targets = torch.zeros((batch, width), dtype=torch.long)
+        mask_out = torch.zeros((batch, width), dtype=torch.bool)
+        for row, ((g, k), a) in enumerate(zip(where, actions)):
+            n_p = len(group_prompts[g])
+            for j, token in enumerate(a):
+                slot = (g, n_p - 1) if j == 0 else (g, width_p + paths[g][k][j - 1])
+                index[row, j] = slots[slot]
+                targets[row, j] = token
+                mask_out[row, j] = True
+        index, targets = index.to(self.device), targets.to(self.device)
+        mask_out = mask_out.to(self.device)
+        log_probs = log_softmax[index.reshape(-1), targets.reshape(-1)].reshape(batch, width)
+        entropy = entropy_of_slot[index]
+        zero = torch.zeros((), device=self.device)
+        return TokenLogProbs(
+            log_probs=torch.where(mask_out, log_probs, zero),
+            entropy=torch.where(mask_out, entropy, zero),
+            mask=mask_out,
+        )
+
+    @torch.no_grad()
+    def critic_features(
+        self,
+        prompts: Sequence[str],
+        action_token_ids: Sequence[Sequence[int]] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Frozen pre-trained features for the critic (adapter disabled), float32.
+
+        Args:
+            prompts: Observations.
+            action_token_ids: Per prompt, action tokens after it, or None for prompts only.
+
+        Returns:
+            ``(features, mask)``: features ``(B, L + 1, H)`` from the last layer (after the final
+            norm) and mask ``(B, L + 1)`` bool. Position 0 is the last *real* prompt token (never
+            a pad; deviation §5.1.1) and position ``j`` the position of action token ``j``, i.e.
+            the state after it. With ``action_token_ids=None`` the shape is ``(B, 1, H)``.
+        """
+        prompt_ids = [self.encode_prompt(p) for p in prompts]
+        actions = (
+            [[] for _ in prompt_ids]
+            if action_token_ids is None
+            else [list(a) for a in action_token_ids]
+        )
+        if len(actions) != len(prompt_ids):
+            raise ValueError(f"got {len(prompt_ids)} prompts but {len(actions)} action token lists")
+        batch = len(prompt_ids)
+        width = max((len(a) for a in actions), default=0) + 1
+        if batch == 0:
+            return (
+                torch.zeros((0, width, self.hidden_size), device=self.device),
+                torch.zeros((0, width), dtype=torch.bool, device=self.device),
+            )
+        sequences = [p + a for p, a in zip(prompt_ids, actions)]
+        index = torch.zeros((batch, width), dtype=torch.long)
+        mask = torch.zeros((batch, width), dtype=torch.bool)
+        for row, (p, a) in enumerate(zip(prompt_ids, actions)):
+            index[row, : len(a) + 1] = torch.arange(len(p) - 1, len(p) + len(a))
+            mask[row, : len(a) + 1] = True
+        index, mask = index.to(self.device), mask.to(self.device)
+        if self._reuse_from() > 0:
+            # The layers below the adapters are the pre-trained ones: start from their cached
+            # output (e.g. from the scoring pass of act) and run only the top layers frozen.
+            lower, attention = self._padded_lower(sequences)
+            with self._frozen_backbone(), self._only_layers(self.first_adapted_layer) as top:
+                hidden = top(inputs_embeds=lower, attention_mask=attention, use_cache=False)
+        else:
+            ids, attention = self._right_padded(sequences)
+            with self._frozen_backbone() as backbone:
+                hidden = backbone(input_ids=ids, attention_mask=attention, use_cache=False)
+        hidden = hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]
+        features = hidden.gather(1, index.unsqueeze(-1).expand(-1, -1, hidden.shape[-1])).float()
+        return features * mask.unsqueeze(-1), mask
+
+
+__all__ = ["UpdateFeatures"]

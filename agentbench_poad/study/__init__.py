@@ -1,0 +1,82 @@
+"""A resumable study: a grid of (agent, env, seed) training runs and their evaluations.
+
+A study is a small spec file (TOML or JSON, see ``studies/smollm2-cpu.toml`` and
+``docs/study.md``)::
+
+    [study]
+    name = "smollm2-cpu"
+    model = "smollm2-135m"          # a named model, a local directory or a hub id
+    preset = "mini"                 # a key of every trained agent's Config.PRESETS
+    seeds = [0, 1, 2]
+
+    [study.total_steps]             # the env-step budget per task
+    "Overcooked-TomatoSalad-v0" = 4096
+
+    [eval]                          # the default evaluation protocol
+    episodes = 10
+    greedy = true
+
+    [[group]]                       # one block of the grid
+    agents = ["poad", "ntpo", "twosome"]
+    envs = ["Overcooked-TomatoSalad-v0"]
+
+    [[group]]
+    label = "gw0.90"                # NTPO's gamma_w ablation: same cells, other overrides
+    agents = ["ntpo"]
+    envs = ["Overcooked-TomatoSalad-v0"]
+    overrides = { gamma = 0.9 }
+
+    [[group]]                       # evaluation only: an agent spec, no training
+    agents = ["lm:smollm2-135m"]
+    envs = ["Overcooked-TomatoSalad-v0"]
+
+:func:`run_study` first checks the whole spec (unknown agent, env or preset, a duplicate cell,
+a bad override: one error listing every problem, before any run starts), then
+
+1. trains every cell (``<out>/runs/<env>/<agent>[__label]/seed<N>``): a finished run is skipped,
+   an interrupted one resumes from its newest checkpoint (the trainer's exact resume: no logged
+   step is lost or repeated), a new one starts;
+2. evaluates each (group, agent, env) as soon as all its seeds are trained (evaluation-only
+   agents after the training), on the training env or on
+   the group's ``eval_envs`` (generalisation), and writes one leaderboard record per evaluation
+   env into ``<records>`` (default ``<out>/records``) with each run's training wall time in
+   ``training.run_wall_time_s``. A finished evaluation is skipped.
+
+Cells run on an executor (``local`` or ``ray``, :mod:`agentbench_poad.executors`); a failed cell
+is reported, retried, and does not stop the others. ``device="cuda"`` runs the same spec on a GPU.
+``load_study(spec).select(["base-model"])`` keeps only the named groups (``study --group``).
+
+The package: :mod:`~agentbench_poad.study.spec` reads and checks a spec (:func:`load_study`);
+:mod:`~agentbench_poad.study.run` runs it (:func:`run_study`) and says what is done;
+:mod:`~agentbench_poad.study.wall_time` counts each run's training wall time.
+"""
+
+from __future__ import annotations
+
+from agentbench_poad.study.run import (
+    StudyResult,
+    cells_table,
+    eval_done,
+    run_state,
+    run_study,
+    study_files,
+)
+from agentbench_poad.study.spec import EvalTask, Study, StudyError, TrainCell, load_study
+from agentbench_poad.study.wall_time import WallTimeLog, run_update_time, run_wall_time
+
+__all__ = [
+    "EvalTask",
+    "Study",
+    "StudyError",
+    "StudyResult",
+    "TrainCell",
+    "WallTimeLog",
+    "cells_table",
+    "eval_done",
+    "load_study",
+    "run_state",
+    "run_study",
+    "run_update_time",
+    "run_wall_time",
+    "study_files",
+]

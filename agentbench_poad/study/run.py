@@ -1,0 +1,294 @@
+"""Running a study: train every cell (resuming), evaluate what is trained, write records.
+
+:func:`run_study` checks the spec first (:func:`~agentbench_poad.study.spec.load_study`), then
+trains the cells on an executor and evaluates each (group, agent, env) as soon as all its seeds
+are trained; finished runs and evaluations are skipped, interrupted runs resume.
+:func:`run_state`, :func:`eval_done`, :func:`cells_table` and :func:`study_files` say what is done
+and what to ship.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentbench_poad.study.spec import EvalTask, Study, TrainCell, load_study
+from agentbench_poad.study.wall_time import WallTimeLog, run_update_time, run_wall_time
+
+
+@dataclass
+class StudyResult:
+    """What :func:`run_study` did."""
+
+    trained: list[str] = field(default_factory=list)
+    skipped_runs: list[str] = field(default_factory=list)
+    records: list[str] = field(default_factory=list)
+    skipped_evals: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+# -- running ------------------------------------------------------------------------------------
+def run_state(cell: TrainCell) -> str:
+    """``"done"``, ``"partial"`` (resumable) or ``"new"``."""
+    from agentbench_poad.rl.trainer import latest_checkpoint
+
+    run_dir = Path(cell.run_dir)
+    if not (run_dir / "config.json").exists():
+        return "new"
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        return "partial"
+    state = json.loads((checkpoint / "state.json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    batch = config["algorithm"]["num_envs"] * config["algorithm"]["rollout_length"]
+    return "done" if state["update"] >= cell.total_steps // batch else "partial"
+
+
+@dataclass(frozen=True)
+class _TrainJob:
+    cell: TrainCell
+    device: str | None
+    env_executor: str | None
+    max_updates: int | None
+
+
+def _train_job(job: _TrainJob) -> dict[str, Any]:
+    """Train (or resume) one cell; its wall time is added to ``study_wall_time.json``."""
+    from agentbench_poad.baselines import get_algorithm
+    from agentbench_poad.rl.trainer import train
+
+    cell = job.cell
+    run_dir = Path(cell.run_dir)
+    overrides = dict(cell.overrides)
+    if job.device:
+        overrides["device"] = job.device
+    if job.env_executor:
+        overrides["env_executor"] = job.env_executor
+    resume = (run_dir / "config.json").exists()
+    with WallTimeLog(run_dir):
+        train(
+            get_algorithm(cell.agent),
+            cell.env_id,
+            cell.model,
+            total_steps=cell.total_steps,
+            seed=cell.seed,
+            out=run_dir,
+            resume=resume,
+            overrides=overrides,
+            preset=cell.preset,
+            env_kwargs=cell.env_kwargs,
+            progress=False,
+            max_updates=job.max_updates,
+        )
+    return {"run_dir": str(run_dir), "resumed": resume}
+
+
+def _eval_job(task: EvalTask) -> str:
+    """Evaluate one task, write its record; returns the record path."""
+    from agentbench_poad.leaderboard.from_run import record_from_runs
+    from agentbench_poad.leaderboard.records import write_record
+
+    eval_dir = Path(task.eval_dir)
+    eval_dir.mkdir(parents=True, exist_ok=True)
+    study = {"study": task.study, "group": task.group, "eval_key": task.key}
+    if task.run_dirs:
+        configs = [json.loads((Path(r) / "config.json").read_text()) for r in task.run_dirs]
+        wall = {str(c["seed"]): run_wall_time(r) for c, r in zip(configs, task.run_dirs)}
+        record = record_from_runs(
+            list(task.run_dirs),
+            episodes=task.episodes,
+            env_id=task.env_id if task.env_id != configs[0]["env_id"] else None,
+            greedy=task.greedy,
+            action_timeout=task.action_timeout,
+            agent_name=task.agent_name,
+            out_dir=eval_dir,
+            config={"study": study},
+            command=task.command,
+        )
+        record["training"]["run_wall_time_s"] = wall
+        record["training"]["run_update_time_s"] = {
+            str(c["seed"]): run_update_time(r) for c, r in zip(configs, task.run_dirs)
+        }
+        known = [w for w in wall.values() if w is not None]
+        record["training"]["wall_time_s"] = float(sum(known)) if known else None
+    else:
+        from agentbench_poad.leaderboard.protocol import Provenance, evaluate
+
+        (record,) = evaluate(
+            task.agent,
+            [task.env_id],
+            seeds=list(task.seeds),
+            episodes=task.episodes,
+            agent_kwargs=json.loads(task.agent_kwargs_json),
+            env_kwargs=json.loads(task.env_kwargs_json),
+            action_timeout=task.action_timeout,
+            out_dir=eval_dir,
+            provenance=Provenance(
+                config={"study": study},
+                command=task.command,
+            ),
+        )
+    path = Path(task.records_dir) / f"{record['record_id']}.json"
+    write_record(path, record)
+    (eval_dir / "done.json").write_text(json.dumps({"record": str(path)}) + "\n")
+    return str(path)
+
+
+def eval_done(task: EvalTask) -> bool:
+    """The task's record was written (and still exists)."""
+    done = Path(task.eval_dir) / "done.json"
+    if not done.exists():
+        return False
+    try:
+        return Path(json.loads(done.read_text())["record"]).exists()
+    except (json.JSONDecodeError, KeyError):
+        return False
+
+
+def run_study(
+    spec: str | os.PathLike | Study,
+    *,
+    executor: str = "local",
+    address: str | None = None,
+    device: str | None = None,
+    env_executor: str | None = None,
+    out: str | os.PathLike | None = None,
+    records: str | os.PathLike | None = None,
+    max_retries: int = 1,
+    max_updates: int | None = None,
+    evaluate: bool = True,
+    log: Callable[[str], None] = print,
+) -> StudyResult:
+    """Run (or continue) a study; see the module docstring.
+
+    Args:
+        spec: a spec path or a :class:`Study` from :func:`load_study`.
+        executor: ``"local"`` or ``"ray"``; ``address`` names an existing Ray cluster.
+        device: torch device of every run (e.g. ``"cuda"``; default: the config's, CPU).
+        env_executor: where each run's envs live (``"local"``/``"ray"``; default: the config's).
+        out, records: override the output folders of a spec path.
+        max_retries: re-runs of a failed cell before it is reported as failed.
+        max_updates: stop each run after this many updates in this call (resumable later).
+        evaluate: also run the evaluations whose runs are all trained.
+        log: where progress lines go.
+    """
+    from agentbench_poad.executors import get_executor
+
+    study = spec if isinstance(spec, Study) else load_study(spec, out=out, records=records)
+    result = StudyResult()
+    todo = []
+    for cell in study.cells:
+        state = run_state(cell)
+        if state == "done":
+            result.skipped_runs.append(cell.run_dir)
+        else:
+            todo.append(_TrainJob(cell, device, env_executor, max_updates))
+            log(
+                f"{'resume' if state == 'partial' else 'train '} {cell.agent} "
+                f"{cell.env_id} seed {cell.seed} -> {cell.run_dir}"
+            )
+    waiting = []
+    for task in study.evals if evaluate else []:
+        if eval_done(task):
+            result.skipped_evals.append(task.key)
+        else:
+            waiting.append(task)
+
+    def take_ready(trained_only: bool) -> list[EvalTask]:
+        """Pop the waiting evaluations whose runs are all trained (evaluation-only tasks, which
+        need no run, only when ``trained_only`` is False: they go after the training)."""
+        ready = []
+        for task in list(waiting):
+            needed = study.needs.get(task.key, [])
+            if trained_only and not task.run_dirs:
+                continue
+            if all(run_state(c) == "done" for c in study.cells if c.run_dir in needed):
+                waiting.remove(task)
+                ready.append(_on_device(task, device) if device else task)
+                log(f"evaluate {task.key}")
+        return ready
+
+    with get_executor(executor, address=address, max_retries=max_retries) as runner:
+
+        def failed(job: Any, attempt: int, error: str) -> None:
+            log(f"FAILED (attempt {attempt}) {_describe(job)}: {error.splitlines()[0]}")
+
+        def run_evals(tasks: list[EvalTask]) -> None:
+            for outcome in runner.map(_eval_job, tasks, on_failure=failed):
+                if outcome.ok:
+                    result.records.append(outcome.value)
+                else:
+                    result.failed.append(outcome.cell.key)
+
+        def trained(outcome: Any) -> None:
+            if outcome.ok:
+                result.trained.append(outcome.cell.cell.run_dir)
+            else:
+                result.failed.append(outcome.cell.cell.run_dir)
+            # A record is written as soon as its runs are trained, not after the whole grid:
+            # a long study stopped midway keeps every record it could already make.
+            if evaluate:
+                run_evals(take_ready(trained_only=True))
+
+        runner.map(_train_job, todo, on_result=trained, on_failure=failed)
+        if evaluate:
+            run_evals(take_ready(trained_only=False))
+    return result
+
+
+def _on_device(task: EvalTask, device: str) -> EvalTask:
+    from dataclasses import replace
+
+    if not (task.agent or "").startswith("lm:"):
+        return task
+    kwargs = {**json.loads(task.agent_kwargs_json), "device": device}
+    return replace(task, agent_kwargs_json=json.dumps(kwargs, sort_keys=True))
+
+
+def _describe(job: Any) -> str:
+    if isinstance(job, _TrainJob):
+        return f"train {job.cell.agent} {job.cell.env_id} seed {job.cell.seed}"
+    return f"evaluate {getattr(job, 'key', job)}"
+
+
+def study_files(study: Study) -> list[Path]:
+    """What to ship (commit, upload) of a study so far, for another machine to evaluate what is
+    trained, continue what is not, and skip what is done: each finished run's evaluation files,
+    each unfinished run's files with its exact-resume state, each finished evaluation's marker
+    and record (``study --files``)."""
+    from agentbench_poad.rl.run_dir import shareable_files
+
+    files: list[Path] = []
+    for cell in study.cells:
+        state = run_state(cell)
+        if state != "new":
+            files += shareable_files(
+                cell.run_dir, resumable=state == "partial", extra=("study_wall_time.json",)
+            )
+    for task in study.evals:
+        if eval_done(task):
+            done = Path(task.eval_dir) / "done.json"
+            files += [done, Path(json.loads(done.read_text())["record"])]
+    return list(dict.fromkeys(files))
+
+
+def cells_table(study: Study) -> list[dict[str, Any]]:
+    """The study's cells and their state (for ``study --dry-run``)."""
+    rows = [{**asdict(c), "state": run_state(c)} for c in study.cells]
+    rows += [
+        {
+            "key": t.key,
+            "env_id": t.env_id,
+            "group": t.group,
+            "state": "done" if eval_done(t) else "todo",
+        }
+        for t in study.evals
+    ]
+    return rows
+
+
+__all__ = ["StudyResult", "cells_table", "eval_done", "run_state", "run_study", "study_files"]

@@ -1,0 +1,421 @@
+"""Reading and checking a study spec: the grid of training cells and evaluation tasks.
+
+:func:`load_study` reads a TOML or JSON spec (the format is in the docstring of
+:mod:`agentbench_poad.study` and in ``docs/study.md``), checks all of it (unknown agent, env or
+preset, a duplicate cell, a bad override: one :class:`StudyError` listing every problem) and
+expands it into a :class:`Study`: its :class:`TrainCell` runs and :class:`EvalTask` evaluations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentbench_poad.rl.config import preset_for
+
+__all__ = ["EvalTask", "Study", "StudyError", "TrainCell", "load_study"]
+
+#: Keys allowed in each table of a spec (anything else is a typo and an error).
+_STUDY_KEYS = {
+    "name",
+    "model",
+    "preset",
+    "seeds",
+    "total_steps",
+    "device",
+    "env_executor",
+    "overrides",
+    "env_kwargs",
+}
+_EVAL_KEYS = {"episodes", "greedy", "seeds", "action_timeout"}
+_GROUP_KEYS = {
+    "name",
+    "label",
+    "agents",
+    "envs",
+    "seeds",
+    "total_steps",
+    "overrides",
+    "eval_envs",
+    "eval",
+    "preset",
+    "model",
+    "agent_kwargs",
+    "env_kwargs",
+}
+#: Run-config fields a study must not override (the study sets them itself).
+_RESERVED = {"device", "env_executor"}
+
+
+class StudyError(ValueError):
+    """The spec is wrong; the message lists every problem found."""
+
+
+@dataclass(frozen=True)
+class TrainCell:
+    """One training run of the grid (picklable: it travels to Ray workers)."""
+
+    agent: str
+    env_id: str
+    seed: int
+    total_steps: int
+    model: str
+    preset: str | None
+    overrides_json: str
+    label: str
+    run_dir: str
+    env_kwargs_json: str = "{}"
+    #: the spec group the cell comes from (its ``name``, or ``#N`` for the N-th unnamed group)
+    group: str = ""
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        return json.loads(self.overrides_json)
+
+    @property
+    def env_kwargs(self) -> dict[str, Any]:
+        return json.loads(self.env_kwargs_json)
+
+
+@dataclass(frozen=True)
+class EvalTask:
+    """One evaluation: trained runs (``run_dirs``) or an untrained agent spec, on one env."""
+
+    key: str
+    env_id: str
+    episodes: int
+    greedy: bool
+    eval_dir: str
+    records_dir: str
+    run_dirs: tuple[str, ...] = ()
+    agent: str | None = None
+    agent_name: str | None = None
+    seeds: tuple[int, ...] = ()
+    action_timeout: float | None = 60.0
+    study: str = ""
+    agent_kwargs_json: str = "{}"
+    #: gym.make arguments of an evaluation-only agent (trained runs use their own, as trained)
+    env_kwargs_json: str = "{}"
+    #: the spec group the evaluation comes from (see :attr:`TrainCell.group`)
+    group: str = ""
+    #: the spec file the task was read from (for the record's command)
+    spec: str = ""
+
+    @property
+    def command(self) -> str:
+        """The command that (re)makes this task's record."""
+        out = Path(self.eval_dir).parent.parent
+        return (
+            f"agentbench-poad study {self.spec or 'SPEC'} --out {out} --records "
+            f"{self.records_dir} --group {self.group or '#1'}  # evaluation {self.key}"
+        )
+
+
+@dataclass
+class Study:
+    """A checked spec: its training cells and evaluation tasks."""
+
+    name: str
+    out: Path
+    records: Path
+    cells: list[TrainCell]
+    evals: list[EvalTask]
+    needs: dict[str, list[str]] = field(default_factory=dict)
+    """Eval key -> run dirs that must be trained first."""
+    groups: list[str] = field(default_factory=list)
+    """The spec's group names, in order (``#N`` for the N-th unnamed group)."""
+
+    def select(self, groups: Sequence[str]) -> Study:
+        """The study restricted to the named groups' cells and evaluations.
+
+        Raises:
+            StudyError: a name that is not one of :attr:`groups`.
+        """
+        unknown = [g for g in groups if g not in self.groups]
+        if unknown:
+            raise StudyError(
+                f"study {self.name} has no group(s) {unknown}; its groups are {self.groups}"
+            )
+        chosen = set(groups)
+        evals = [t for t in self.evals if t.group in chosen]
+        return Study(
+            self.name,
+            self.out,
+            self.records,
+            [c for c in self.cells if c.group in chosen],
+            evals,
+            {t.key: self.needs[t.key] for t in evals if t.key in self.needs},
+            [g for g in self.groups if g in chosen],
+        )
+
+
+# -- reading and checking a spec -------------------------------------------------------------------
+def _read(path: Path) -> dict[str, Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StudyError(f"{path}: not valid JSON ({exc})") from None
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyError(f"{path}: not valid TOML ({exc})") from None
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-._" else "-" for c in text)
+
+
+def _trainable() -> dict[str, Any]:
+    from agentbench_poad.baselines import ALGORITHMS, get_algorithm
+
+    return {name: get_algorithm(name) for name in ALGORITHMS}
+
+
+def _check_agent_spec(spec: str) -> str | None:
+    """None when ``spec`` names an agent the evaluation can build, else why not."""
+    from agentbench_poad.agents import load_factory
+
+    try:
+        load_factory(spec)
+    except (ValueError, ImportError) as exc:
+        return str(exc)
+    return None
+
+
+def load_study(
+    path: str | os.PathLike,
+    *,
+    out: str | os.PathLike | None = None,
+    records: str | os.PathLike | None = None,
+) -> Study:
+    """Read and check a spec; raises :class:`StudyError` listing every problem.
+
+    Args:
+        path: the spec (``.toml`` or ``.json``).
+        out: where runs go (default: ``study-runs/<name>`` under the current directory).
+        records: where records go (default: ``<out>/records``).
+    """
+    import gymnasium as gym
+
+    import agentbench_poad  # noqa: F401  (registers the env ids)
+    import agentbench_poad.rl.toy  # noqa: F401  (and the case-study ids)
+
+    path = Path(path)
+    if not path.is_file():
+        raise StudyError(f"study spec {path} does not exist")
+    spec = _read(path)
+    problems: list[str] = []
+
+    def unknown_keys(table: dict, allowed: set[str], where: str) -> None:
+        extra = sorted(set(table) - allowed)
+        if extra:
+            problems.append(f"{where}: unknown key(s) {extra}; allowed: {sorted(allowed)}")
+
+    unknown_keys(spec, {"study", "eval", "group"}, "top level")
+    head = spec.get("study", {})
+    unknown_keys(head, _STUDY_KEYS, "[study]")
+    name = str(head.get("name") or path.stem)
+    model = head.get("model")
+    if not model:
+        problems.append('[study] needs model = "<name, directory or hub id>"')
+    default_eval = spec.get("eval", {})
+    unknown_keys(default_eval, _EVAL_KEYS, "[eval]")
+    groups = spec.get("group", [])
+    if not isinstance(groups, list) or not groups:
+        problems.append("the spec has no [[group]] block; add one with agents and envs")
+        groups = []
+    out_dir = Path(out) if out is not None else Path("study-runs") / _slug(name)
+    records_dir = Path(records) if records is not None else out_dir / "records"
+    trainable = _trainable()
+    budgets = head.get("total_steps", {})
+    if not isinstance(budgets, dict):
+        problems.append("[study] total_steps must be a table: env id -> env steps")
+        budgets = {}
+
+    cells: list[TrainCell] = []
+    evals: list[EvalTask] = []
+    needs: dict[str, list[str]] = {}
+    seen_cells: dict[tuple, str] = {}
+    seen_dirs: dict[str, str] = {}
+    seen_evals: dict[str, str] = {}
+    group_names: list[str] = []
+    for g, group in enumerate(groups):
+        where = f"[[group]] #{g + 1}" + (f" ({group.get('name')})" if group.get("name") else "")
+        group_name = str(group.get("name") or f"#{g + 1}")
+        if group_name in group_names:
+            problems.append(f"{where}: duplicate group name {group_name!r}")
+        group_names.append(group_name)
+        unknown_keys(group, _GROUP_KEYS, where)
+        label = str(group.get("label", ""))
+        agents = list(group.get("agents", []))
+        envs = list(group.get("envs", []))
+        if not agents or not envs:
+            problems.append(f"{where}: needs agents = [...] and envs = [...]")
+        seeds = [int(s) for s in group.get("seeds", head.get("seeds", [0]))]
+        if len(set(seeds)) != len(seeds):
+            problems.append(f"{where}: duplicate seeds {seeds}")
+        preset = group.get("preset", head.get("preset", "auto"))
+        g_model = str(group.get("model", model or ""))
+        overrides = {**head.get("overrides", {}), **group.get("overrides", {})}
+        reserved = sorted(set(overrides) & _RESERVED)
+        if reserved:
+            problems.append(
+                f"{where}: overrides may not set {reserved}; use --device / [study] env_executor"
+            )
+        tables = {"[study]": head.get("env_kwargs", {}), where: group.get("env_kwargs", {})}
+        for table_name, table in tables.items():
+            if not isinstance(table, dict):
+                problems.append(f"{table_name}: env_kwargs must be a table of gym.make arguments")
+        env_kwargs = {k: v for t in tables.values() if isinstance(t, dict) for k, v in t.items()}
+        env_kwargs_json = json.dumps(env_kwargs, sort_keys=True)
+        protocol = {**default_eval, **group.get("eval", {})}
+        unknown_keys(group.get("eval", {}), _EVAL_KEYS, f"{where} eval")
+        timeout = protocol.get("action_timeout", 60.0)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+            problems.append(
+                f"{where}: action_timeout must be seconds >= 0 (0: no deadline), got {timeout!r}"
+            )
+            timeout = 60.0
+        timeout = float(timeout) or None  # 0: no deadline (TOML has no null)
+        eval_envs = list(group.get("eval_envs", []))
+        for env_id in [*envs, *eval_envs]:
+            if env_id not in gym.registry:
+                problems.append(f"{where}: unknown env {env_id!r}; see `agentbench-poad envs`")
+        for agent in agents:
+            algorithm = trainable.get(str(agent).lower())
+            if algorithm is None:
+                why = (
+                    _check_agent_spec(agent)
+                    if ":" in agent
+                    else (
+                        f"not one of the trained agents {sorted(trainable)} and not an agent spec "
+                        "('module:Factory', 'lm:<model>')"
+                    )
+                )
+                if why is not None:
+                    problems.append(f"{where}: unknown agent {agent!r}: {why}")
+                    continue
+            for env_id in envs:
+                if env_id not in gym.registry:
+                    continue
+                if algorithm is None:  # evaluation only
+                    key = f"{_slug(env_id)}__{_slug(agent)}"
+                    if key in seen_evals:
+                        problems.append(
+                            f"{where}: duplicate cell {agent} on {env_id} (also in "
+                            f"{seen_evals[key]})"
+                        )
+                        continue
+                    seen_evals[key] = where
+                    evals.append(
+                        EvalTask(
+                            key=key,
+                            env_id=env_id,
+                            episodes=int(protocol.get("episodes", 10)),
+                            greedy=bool(protocol.get("greedy", True)),
+                            eval_dir=str(out_dir / "evals" / key),
+                            records_dir=str(records_dir),
+                            agent=agent,
+                            seeds=tuple(int(s) for s in protocol.get("seeds", seeds)),
+                            action_timeout=timeout,
+                            study=name,
+                            spec=str(path),
+                            agent_kwargs_json=json.dumps(
+                                group.get("agent_kwargs", {}), sort_keys=True
+                            ),
+                            env_kwargs_json=env_kwargs_json,
+                            group=group_name,
+                        )
+                    )
+                    continue
+                try:
+                    family = preset_for(algorithm.config_class, env_id, preset)
+                    algorithm.config_class.preset(family, **overrides)
+                except (TypeError, ValueError) as exc:
+                    problems.append(
+                        f"{where}: {agent} on {env_id} (preset {preset!r}, overrides "
+                        f"{overrides}): {exc}"
+                    )
+                    continue
+                budget = group.get("total_steps", budgets.get(env_id))
+                if not isinstance(budget, int) or budget < 1:
+                    problems.append(
+                        f"{where}: no env-step budget for {env_id}; add it to "
+                        "[study.total_steps] or the group's total_steps"
+                    )
+                    continue
+                run_name = str(algorithm.name) + (f"__{_slug(label)}" if label else "")
+                group_dirs = []
+                for seed in seeds:
+                    identity = (
+                        algorithm.name,
+                        env_id,
+                        seed,
+                        json.dumps(overrides, sort_keys=True),
+                        budget,
+                        g_model,
+                        family,
+                        env_kwargs_json,
+                    )
+                    run_dir = out_dir / "runs" / _slug(env_id) / run_name / f"seed{seed}"
+                    if identity in seen_cells or str(run_dir) in seen_dirs:
+                        problems.append(
+                            f"{where}: duplicate cell {agent} on {env_id} seed "
+                            f"{seed} (also in "
+                            f"{seen_cells.get(identity) or seen_dirs[str(run_dir)]})"
+                        )
+                        continue
+                    seen_cells[identity] = seen_dirs[str(run_dir)] = where
+                    cells.append(
+                        TrainCell(
+                            algorithm.name,
+                            env_id,
+                            seed,
+                            budget,
+                            g_model,
+                            family,
+                            json.dumps(overrides, sort_keys=True),
+                            label,
+                            str(run_dir),
+                            env_kwargs_json,
+                            group_name,
+                        )
+                    )
+                    group_dirs.append(str(run_dir))
+                for target in eval_envs or [env_id]:
+                    key = f"{_slug(target)}__{run_name}__trainedon-{_slug(env_id)}"
+                    needs[key] = group_dirs
+                    evals.append(
+                        EvalTask(
+                            key=key,
+                            env_id=target,
+                            episodes=int(protocol.get("episodes", 10)),
+                            greedy=bool(protocol.get("greedy", True)),
+                            eval_dir=str(out_dir / "evals" / key),
+                            records_dir=str(records_dir),
+                            run_dirs=tuple(group_dirs),
+                            agent_name=run_name.replace("__", "-"),
+                            action_timeout=timeout,
+                            study=name,
+                            spec=str(path),
+                            group=group_name,
+                        )
+                    )
+    problems = list(dict.fromkeys(problems))  # one line per problem, not per seed
+    if problems:
+        raise StudyError(
+            f"study spec {path} has {len(problems)} problem(s); nothing was run:\n"
+            + "\n".join(f"  - {p}" for p in problems)
+        )
+    return Study(name, out_dir, records_dir, cells, evals, needs, group_names)
