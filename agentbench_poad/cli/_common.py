@@ -95,7 +95,7 @@ def check_model(model: str | None, flag: str = "--model") -> str | None:
         if text.lower().endswith(".gguf") and not path.is_file():
             return f"{flag}: {text!r} is not a .gguf file"
         return None
-    from agentbench_poad.rl.named_models import NAMED_MODELS
+    from agentbench_poad.models.named import NAMED_MODELS
 
     if text in NAMED_MODELS:
         return None
