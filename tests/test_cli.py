@@ -240,6 +240,28 @@ def test_commands_answer_bad_input_in_one_line(tmp_path, monkeypatch, capsys, ar
     assert list(tmp_path.iterdir()) == []
 
 
+def test_study_checks_its_models_before_the_first_run(tmp_path, capsys):
+    import json
+
+    spec = tmp_path / "s.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "study": {
+                    "name": "t",
+                    "model": MISSING_MODEL,
+                    "seeds": [0],
+                    "total_steps": {"Overcooked-TomatoSalad-v0": 64},
+                },
+                "group": [{"agents": ["poad"], "envs": ["Overcooked-TomatoSalad-v0"]}],
+            }
+        )
+    )
+    out = tmp_path / "out"
+    assert "does not exist" in _error(capsys, ["study", str(spec), "--out", str(out)])
+    assert not out.exists()
+
+
 def test_data_import_checks_the_file_first(tmp_path, capsys):
     line = _error(capsys, ["data", "import", "iris", str(tmp_path / "missing.csv")], code=1)
     assert "no such file" in line
