@@ -1,4 +1,4 @@
-"""``agentbench-poad train``: train POAD, NTPO or TWOSOME on an environment."""
+"""``agentbench-poad train``: train POAD, NTPO, TWOSOME, GRPO or GiGPO on an environment."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from agentbench_poad.cli._common import (
     first_error,
 )
 
-AGENTS = ("poad", "ntpo", "twosome")
+AGENTS = ("poad", "ntpo", "twosome", "grpo", "gigpo")
 PRESETS = (
     "auto",
     "mini",
@@ -32,7 +32,7 @@ def add_parser(subparsers) -> None:
     p = add_command(
         subparsers,
         "train",
-        "train a reference agent (POAD, NTPO, TWOSOME) with LoRA",
+        "train an RL agent (POAD, NTPO, TWOSOME, GRPO, GiGPO) with LoRA",
         "Train a reference agent on ENV with a causal LM: a named model (e.g. smollm2-135m,\n"
         "fetched on first use; `agentbench-poad model list`), a .gguf file, a local directory or\n"
         "a hub id (make a small offline one with `agentbench-poad model init tiny --out DIR`).\n"

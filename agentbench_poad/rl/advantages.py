@@ -423,3 +423,156 @@ def _restart_with_clean_pads(
         lam=lam,
         intra_gamma=intra_gamma,
     )
+
+
+# ------------------------------------------------------------------------------------------------
+# Group-relative advantages (critic-free agents: baselines/grpo.py, baselines/gigpo.py)
+# ------------------------------------------------------------------------------------------------
+# A group is a set of samples that share something the policy cannot change: GRPO's and GiGPO's
+# episode groups are the G episodes reset with the same seed; GiGPO's step groups ("anchor
+# states") are the steps, across those episodes, taken in the same observation. A sample's
+# advantage is its value (a return) relative to its group. Everything here is NumPy float64 on
+# flat arrays; the agents broadcast the results over steps.
+
+#: Values of the group agents' ``advantage_normalization``: ``"mean_std"`` divides by the group's
+#: standard deviation (GRPO, Shao et al. 2024, §4.1.2; GiGPO's ``F_norm = std``), ``"mean"``
+#: only subtracts the group mean (GiGPO's ``F_norm = 1``, the released code's ``mean_norm``).
+GROUP_NORMALIZATIONS = ("mean_std", "mean")
+
+__all__ += [
+    "GROUP_NORMALIZATIONS",
+    "anchor_state_groups",
+    "discounted_step_returns",
+    "group_relative_advantages",
+]
+
+
+def _group_index(group_ids: Any) -> tuple[np.ndarray, int]:
+    """Dense ``0..K-1`` ids of any hashable group labels, in order of first appearance."""
+    dense: dict[Any, int] = {}
+    index = np.array([dense.setdefault(g, len(dense)) for g in list(group_ids)], dtype=np.int64)
+    return index, len(dense)
+
+
+def group_relative_advantages(
+    group_ids: Any,
+    values: Any,
+    *,
+    normalization: str = "mean_std",
+    eps: float = 1e-6,
+) -> np.ndarray:
+    """Each value relative to its group: ``(x − mean_g) / (std_g + eps)`` or ``x − mean_g``.
+
+    ``std_g`` is the sample standard deviation (``ddof = 1``), as GRPO's and GiGPO's released
+    code compute it (``torch.std``). A group whose values are all equal gives exactly 0 (its
+    samples carry no signal; no rounding residue is divided by ``eps``). A group of one sample
+    gives 0: its mean is itself. This is GiGPO's rule for anchor states seen once (the released
+    code sets ``std = 1`` there, so the step advantage is ``x − x = 0`` and such a step keeps only
+    its episode advantage).
+
+    Args:
+        group_ids: ``(n,)`` hashable group labels (ints, tuples, strings ...).
+        values: ``(n,)`` finite numbers (returns).
+        normalization: ``"mean_std"`` or ``"mean"`` (:data:`GROUP_NORMALIZATIONS`).
+        eps: added to the std (``> 0``).
+
+    Returns:
+        ``(n,)`` float64 advantages.
+
+    Raises:
+        ValueError: lengths differ, a value is not finite, an unknown normalisation, ``eps <= 0``.
+    """
+    if normalization not in GROUP_NORMALIZATIONS:
+        raise ValueError(
+            f"normalization must be one of {GROUP_NORMALIZATIONS}, got {normalization!r}"
+        )
+    if not eps > 0:
+        raise ValueError(f"eps must be > 0, got {eps!r}")
+    x = _to_numpy(values).reshape(-1)
+    index, count = _group_index(group_ids)
+    if index.shape[0] != x.shape[0]:
+        raise ValueError(f"got {index.shape[0]} group ids for {x.shape[0]} values")
+    if not np.isfinite(x).all():
+        raise ValueError("group values (returns) contain NaN or inf; check the env rewards")
+    if x.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    sizes = np.bincount(index, minlength=count).astype(np.float64)
+    means = np.bincount(index, weights=x, minlength=count) / sizes
+    centered = x - means[index]
+    lows = np.full(count, np.inf)
+    highs = np.full(count, -np.inf)
+    np.minimum.at(lows, index, x)
+    np.maximum.at(highs, index, x)
+    constant = (lows == highs)[index]
+    centered = np.where(constant, 0.0, centered)
+    if normalization == "mean":
+        return centered
+    squares = np.bincount(index, weights=centered * centered, minlength=count)
+    stds = np.sqrt(squares / np.maximum(sizes - 1.0, 1.0))
+    stds = np.where(sizes > 1, stds, 1.0)  # one sample: centered is 0 anyway
+    return centered / (stds[index] + eps)
+
+
+def discounted_step_returns(rewards: Any, mask: Any, gamma: float) -> np.ndarray:
+    """``R_t = Σ_{k ≥ t} γ^{k−t} r_k`` within each episode (GiGPO's step return).
+
+    Episodes are rows of a padded ``(E, T)`` grid: ``mask[e]`` is True on the episode's real
+    steps, a non-empty prefix. The sum stops at the episode's last real step whether the episode
+    terminated or a time limit truncated it: a critic-free agent has no value to bootstrap a
+    truncated episode from, so its remaining future counts as 0 (GiGPO does the same; a time
+    limit is part of its tasks).
+
+    Args:
+        rewards: ``(E, T)`` rewards; whatever pads hold (even NaN) is never read.
+        mask: ``(E, T)`` bool, True at real steps.
+        gamma: the discount in ``[0, 1]``.
+
+    Returns:
+        ``(E, T)`` float64 returns, 0 at pads.
+
+    Raises:
+        ValueError: shapes differ, a mask row is not a non-empty prefix, a real reward is not
+            finite, ``gamma`` outside ``[0, 1]``.
+    """
+    _check_discounts(gamma=gamma)
+    r = _to_numpy(rewards)
+    m = _to_numpy(mask, dtype=bool)
+    if r.ndim != 2 or r.shape != m.shape:
+        raise ValueError(
+            f"rewards and mask must both be (episodes, steps), got {r.shape} and {m.shape}"
+        )
+    lengths = m.sum(axis=1)
+    prefix = np.arange(r.shape[1])[None, :] < lengths[:, None]
+    if (lengths < 1).any() or not np.array_equal(prefix, m):
+        raise ValueError("each mask row must be a non-empty prefix (an episode's real steps)")
+    if not np.isfinite(r[m]).all():
+        raise ValueError("rewards contain NaN or inf at real steps; check the env rewards")
+    clean = np.where(m, r, 0.0)
+    returns = np.zeros(r.shape, dtype=np.float64)
+    running = np.zeros(r.shape[0], dtype=np.float64)
+    for t in range(r.shape[1] - 1, -1, -1):
+        running = clean[:, t] + gamma * running
+        returns[:, t] = np.where(m[:, t], running, 0.0)
+    return returns
+
+
+def anchor_state_groups(episode_groups: Any, states: Any) -> np.ndarray:
+    """GiGPO's step groups: dense ids, equal iff same episode group *and* same state key.
+
+    Steps are grouped only inside their episode group (the G episodes reset with one seed), as
+    GiGPO's anchor states are defined (states repeated across the trajectories of one group).
+    A state repeated inside one episode (a loop) puts both of its steps in the same group.
+
+    Args:
+        episode_groups: ``(n,)`` the episode group of each step.
+        states: ``(n,)`` hashable state keys (the agents use the exact observation text with the
+            offered actions).
+
+    Returns:
+        ``(n,)`` int64 ids ``0..K-1`` in order of first appearance.
+    """
+    episode_groups, states = list(episode_groups), list(states)
+    if len(episode_groups) != len(states):
+        raise ValueError(f"got {len(episode_groups)} episode groups for {len(states)} states")
+    index, _ = _group_index(zip(episode_groups, states))
+    return index

@@ -296,7 +296,7 @@ def ppo_update(
     policy_parameters: Sequence[torch.nn.Parameter],
     critic_parameters: Sequence[torch.nn.Parameter],
     policy_optimizer: torch.optim.Optimizer,
-    critic_optimizer: torch.optim.Optimizer,
+    critic_optimizer: torch.optim.Optimizer | None,
     settings: PPOSettings,
     generator: torch.Generator,
     update_policy: bool = True,
@@ -310,7 +310,8 @@ def ppo_update(
         policy_parameters: trainable policy parameters (grad-norm clipped together).
         critic_parameters: critic parameters.
         policy_optimizer: the policy's optimiser.
-        critic_optimizer: the critic's optimiser.
+        critic_optimizer: the critic's optimiser; None for critic-free agents (GRPO, GiGPO):
+            no critic step, ``value_loss`` and ``critic_grad_norm`` are NaN.
         settings: the PPO knobs.
         generator: CPU generator for the minibatch permutations.
         update_policy: False trains the critic only (the case study of §4.7).
@@ -342,23 +343,26 @@ def ppo_update(
             minibatch = batch.select(index)
             minibatches += 1
 
-            # Critic step first, as the reference does.
-            critic_optimizer.zero_grad(set_to_none=True)
-            values = evaluate_values(minibatch)
-            device = values.device
-            value_mask = minibatch.mask if minibatch.value_mask is None else minibatch.value_mask
-            value_loss = clipped_value_loss(
-                values,
-                minibatch.old_values.to(device),
-                minibatch.returns.to(device),
-                value_mask.to(device),
-                clip=settings.clip,
-            )
-            (settings.value_coef * value_loss).backward()
-            critic_norms.append(
-                _grad_norm_step(critic_parameters, critic_optimizer, settings.max_grad_norm)
-            )
-            sums["value_loss"] += float(value_loss.detach())
+            # Critic step first, as the reference does (critic-free agents have no optimiser).
+            if critic_optimizer is not None:
+                critic_optimizer.zero_grad(set_to_none=True)
+                values = evaluate_values(minibatch)
+                device = values.device
+                value_mask = (
+                    minibatch.mask if minibatch.value_mask is None else minibatch.value_mask
+                )
+                value_loss = clipped_value_loss(
+                    values,
+                    minibatch.old_values.to(device),
+                    minibatch.returns.to(device),
+                    value_mask.to(device),
+                    clip=settings.clip,
+                )
+                (settings.value_coef * value_loss).backward()
+                critic_norms.append(
+                    _grad_norm_step(critic_parameters, critic_optimizer, settings.max_grad_norm)
+                )
+                sums["value_loss"] += float(value_loss.detach())
             if not update_policy:
                 continue
 
@@ -378,6 +382,8 @@ def ppo_update(
                 )
     metrics = {key: value / max(minibatches, 1) for key, value in sums.items()}
     metrics["critic_grad_norm"] = sum(critic_norms) / max(len(critic_norms), 1)
+    if critic_optimizer is None:  # nothing was measured: logged as null, not 0
+        metrics["value_loss"] = metrics["critic_grad_norm"] = float("nan")
     metrics["policy_grad_norm"] = sum(policy_norms) / max(len(policy_norms), 1)
     metrics["skipped_kl"] = float(skipped)
     metrics["policy_steps"] = float(len(policy_norms))
@@ -418,13 +424,17 @@ class PPOAgent:
             )
         self.config = config
         self.policy = policy
-        self.critic = self.make_critic(torch.Generator().manual_seed(seed)).to(policy.device)
+        critic = self.make_critic(torch.Generator().manual_seed(seed))
         self.policy_optimizer = make_adamw(policy.trainable_parameters(), config.lr)
-        self.critic_optimizer = make_adamw(list(self.critic.parameters()), config.critic_lr)
+        # make_critic() returning None makes a critic-free agent (GRPO, GiGPO): no critic step.
+        self.critic = None if critic is None else critic.to(policy.device)
+        self.critic_optimizer = (
+            None if critic is None else make_adamw(list(critic.parameters()), config.critic_lr)
+        )
 
     # -- to implement -------------------------------------------------------------------------
     def make_critic(self, generator: torch.Generator) -> torch.nn.Module:
-        """The value head, its initial weights drawn from ``generator``."""
+        """The value head, its initial weights drawn from ``generator`` (None: no critic)."""
         raise NotImplementedError
 
     def collect(
@@ -473,7 +483,7 @@ class PPOAgent:
                 evaluate_policy=self.evaluate_policy,
                 evaluate_values=self.evaluate_values,
                 policy_parameters=self.policy.trainable_parameters(),
-                critic_parameters=list(self.critic.parameters()),
+                critic_parameters=[] if self.critic is None else list(self.critic.parameters()),
                 policy_optimizer=self.policy_optimizer,
                 critic_optimizer=self.critic_optimizer,
                 settings=settings,
@@ -503,6 +513,8 @@ class PPOAgent:
 
     def state_dict(self) -> dict[str, Any]:
         """Critic weights and both optimiser states (the adapter is saved by the policy)."""
+        if self.critic is None:
+            return {"policy_optimizer": self.policy_optimizer.state_dict()}
         return {
             "critic": self.critic.state_dict(),
             "policy_optimizer": self.policy_optimizer.state_dict(),
@@ -511,9 +523,10 @@ class PPOAgent:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`."""
-        self.critic.load_state_dict(state["critic"])
         self.policy_optimizer.load_state_dict(state["policy_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
 
 
 def pad_rows(rows: Sequence[torch.Tensor], width: int, *, value: float = 0.0) -> torch.Tensor:

@@ -488,7 +488,10 @@ def _rollout(
     """Collect ``rollout_length`` steps in every env (auto-reset); count env steps, best code.
 
     Returns the rollout buffer and ``(return, info["success"] or None)`` of each finished episode.
+    Group agents (GRPO, GiGPO) roll out whole groups of episodes instead (rl/group_rollout.py).
     """
+    if hasattr(agent, "collect_groups"):
+        return agent.collect_groups(slots, generator, state, seed)
     from agentbench_poad.rl.buffer import RolloutBuffer
     from agentbench_poad.rl.env_executors import step_envs
 
