@@ -15,6 +15,14 @@ action has tokens ``w^1..w^n`` (``n`` may differ per step and env) and the token
 ``m_{t+1} = 1 − dones[t]``: ``dones[t]`` says the episode ended with step ``t`` (the env
 auto-reset), so nothing is bootstrapped across it. Returns are ``R = A + V``.
 
+Time limits (Gymnasium's ``truncated``): where ``truncated[t]`` is 1 the episode ended with step
+``t`` (``dones[t]`` is 1 too) but its state was not terminal, so the step's target bootstraps from
+the value of the observation the limit cut it at, ``final_values[t]`` (for a token critic the
+value before that observation's first token): ``δ = r_t + γ V_final − V_t`` (on the last token at
+token level), and the advantage recursion still stops there (the next step belongs to the next
+episode). This equals GAE on the reward ``r_t + γ V_final`` with the step marked done, which is
+how it is computed. Without ``truncated`` every done is terminal, as in the reference.
+
 The implementation loops over ``T`` only, on ``(N,)`` vectors: only the first token's advantage
 crosses step boundaries. Inside an action the token recursion is a reversed discounted cumulative
 sum (scaled by powers of ``cλ`` so that it is a plain cumulative sum), computed for all steps, envs
@@ -112,6 +120,37 @@ def _check_finite(name: str, x: np.ndarray, what: str) -> None:
         raise ValueError(f"{name} contains NaN or inf {what}; check the critic and the env rewards")
 
 
+def _bootstrapped_rewards(
+    rewards: np.ndarray, dones: np.ndarray, truncated: Any, final_values: Any, gamma: float
+) -> np.ndarray:
+    """``r_t + γ V_final`` at time-limit truncations, ``r_t`` elsewhere (a fresh array).
+
+    ``final_values`` is read only where ``truncated`` is 1 (anything, NaN included, elsewhere).
+    """
+    if truncated is None and final_values is None:
+        return rewards
+    if truncated is None or final_values is None:
+        raise ValueError("pass truncated and final_values together (or neither)")
+    trunc = _to_numpy(truncated)
+    final = _to_numpy(final_values)
+    if trunc.shape != rewards.shape or final.shape != rewards.shape:
+        raise ValueError(
+            f"truncated and final_values must have the rewards' shape {rewards.shape}; "
+            f"got {trunc.shape} and {final.shape}"
+        )
+    if not ((trunc == 0.0) | (trunc == 1.0)).all():
+        raise ValueError("truncated must be booleans or 0/1 (1 where a time limit ended the step)")
+    cut = trunc == 1.0
+    if (cut & (dones != 1.0)).any():
+        raise ValueError(
+            "truncated is 1 where dones is 0: a truncated step ends its episode; set dones to "
+            "terminated or truncated"
+        )
+    used = np.where(cut, final, 0.0)
+    _check_finite("final_values", used, "at truncated steps")
+    return rewards + gamma * used
+
+
 def discount_matrix(length: int, factor: float) -> np.ndarray:
     """``W[j, k] = factor ** (k − j)`` for ``k ≥ j`` else 0, shape ``(length, length)``.
 
@@ -182,6 +221,8 @@ def action_level_gae(
     *,
     gamma: float,
     lam: float,
+    truncated: Any = None,
+    final_values: Any = None,
 ) -> tuple[Any, Any]:
     """Action-level GAE (TWOSOME's backup).
 
@@ -192,13 +233,18 @@ def action_level_gae(
         next_value: ``(N,)`` value of the observation after the last rollout step.
         gamma: discount ``γ`` in ``[0, 1]``.
         lam: GAE ``λ`` in ``[0, 1]``.
+        truncated: ``(T, N)`` whether a time limit (not a terminal state) ended the episode with
+            step ``t`` (implies ``dones[t]``); None: every done is terminal.
+        final_values: ``(T, N)`` value of the observation each truncated episode stopped at
+            (read only where ``truncated``); with ``truncated``.
 
     Returns:
         ``(advantages, returns)``, each ``(T, N)``, of the same kind as ``values``.
 
     Raises:
-        ValueError: on mismatched shapes, discounts outside ``[0, 1]``, ``dones`` other than
-            0/1, or NaN/inf in the inputs.
+        ValueError: on mismatched shapes, discounts outside ``[0, 1]``, ``dones`` or
+            ``truncated`` other than 0/1, a truncation that is not a done, or NaN/inf in the
+            inputs.
     """
     _check_discounts(gamma=gamma, lam=lam)
     r = _to_numpy(rewards)
@@ -213,6 +259,7 @@ def action_level_gae(
     _check_dones(d)
     for name, x in (("rewards", r), ("values", v), ("next_value", nv)):
         _check_finite(name, x, "")
+    r = _bootstrapped_rewards(r, d, truncated, final_values, gamma)
     steps = r.shape[0]
     advantages = np.zeros_like(v)
     running = np.zeros_like(nv)
@@ -237,6 +284,8 @@ def token_level_gae(
     gamma: float,
     lam: float,
     intra_gamma: float,
+    truncated: Any = None,
+    final_values: Any = None,
 ) -> tuple[Any, Any]:
     """Token-level GAE: BAD (``intra_gamma=1``, POAD) or the naive backup (``intra_gamma=gamma``, NTPO).
 
@@ -252,6 +301,10 @@ def token_level_gae(
         lam: GAE ``λ`` (applied between steps and between tokens), in ``[0, 1]``.
         intra_gamma: discount between the tokens of one action (1 = BAD, ``gamma`` = NTPO), in
             ``[0, 1]``.
+        truncated: ``(T, N)`` whether a time limit (not a terminal state) ended the episode with
+            step ``t`` (implies ``dones[t]``); None: every done is terminal.
+        final_values: ``(T, N)`` value before the first token of the observation each truncated
+            episode stopped at (read only where ``truncated``); with ``truncated``.
 
     Returns:
         ``(advantages, returns)``, each ``(T, N, L)`` and exactly 0 at pads, of the same kind as
@@ -290,6 +343,7 @@ def token_level_gae(
     _check_dones(d)
     _check_finite("rewards", r, "")
     _check_finite("next_value", nv, "")
+    r = _bootstrapped_rewards(r, d, truncated, final_values, gamma)
 
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite values raise ValueError below
         advantages, returns = _token_gae_arrays(
