@@ -4,7 +4,7 @@ Every board can show what a pre-trained model does before any RL: ``agentbench-p
 --agent lm:smollm2-135m --env Overcooked-TomatoSalad-v0`` evaluates SmolLM2 with no user code.
 The agent is :class:`~agentbench_poad.rl.policy.LMPolicy` with no training: in restricted-action
 environments it samples from the softmax of the offered actions' word-normalised
-log-likelihoods (REFERENCE_SPEC §4.3); in open-action environments it generates code with the
+log-likelihoods (docs/reference.md#action-scoring); in open-action environments it generates code with the
 reference's sampling settings. It samples by default, like the paper's evaluation protocol
 (stochastic, 100 episodes); ``greedy=True`` takes the most likely action instead.
 

@@ -65,16 +65,22 @@ def main() -> None:
         default=None,
         help="torch intra-op threads (default: torch's default)",
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a tiny run that checks the script works (16 envs, few repeats; ratio not meaningful)",
+    )
     args = parser.parse_args()
+    n_envs, loop_repeats, vec_repeats = (16, 1, 3) if args.smoke else (N, 5, 30)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
-    lengths = rng.integers(1, L + 1, size=(T, N))
+    lengths = rng.integers(1, L + 1, size=(T, n_envs))
     mask = np.arange(L)[None, None, :] < lengths[..., None]
-    values = np.where(mask, rng.normal(size=(T, N, L)), 0.0)
-    rewards = rng.normal(size=(T, N))
-    dones = (rng.random((T, N)) < 0.2).astype(np.float64)
-    next_value = rng.normal(size=N)
+    values = np.where(mask, rng.normal(size=(T, n_envs, L)), 0.0)
+    rewards = rng.normal(size=(T, n_envs))
+    dones = (rng.random((T, n_envs)) < 0.2).astype(np.float64)
+    next_value = rng.normal(size=n_envs)
 
     # Width 8 (the defect's stride): the estimator must still equal the loop.
     small = np.arange(8) < np.minimum(lengths[:, :16], 8)[..., None]
@@ -97,18 +103,19 @@ def main() -> None:
 
     tokens = int(mask.sum())
     print(
-        f"token_level_gae T={T} N={N} L={L} ({tokens} real tokens); torch threads: "
+        f"token_level_gae T={T} N={n_envs} L={L} ({tokens} real tokens); torch threads: "
         f"{torch.get_num_threads()}"
     )
     for name, intra in (("POAD/BAD, intra_gamma=1", 1.0), ("NTPO, intra_gamma=gamma", GAMMA)):
         loop_s, loop_adv = best_of(
-            lambda intra=intra: loop_token_gae(rewards, values, mask, dones, next_value, intra), 5
+            lambda intra=intra: loop_token_gae(rewards, values, mask, dones, next_value, intra),
+            loop_repeats,
         )
         vec_s, (vec_adv, _) = best_of(
             lambda intra=intra: token_level_gae(
                 rewards, values, mask, dones, next_value, gamma=GAMMA, lam=LAM, intra_gamma=intra
             ),
-            30,
+            vec_repeats,
         )
         assert np.allclose(vec_adv, loop_adv, atol=1e-8), "vectorised and loop results differ"
         print(

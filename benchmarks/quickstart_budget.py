@@ -32,13 +32,20 @@ def timed(args: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="work folder (default: a temp dir, removed afterwards)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="check the script works: no warm-up, and the measured run is a second --tiny run "
+        "without the DataSciCoding stage (the ratio is then about 1)",
+    )
     args = parser.parse_args()
     root = Path(args.out or tempfile.mkdtemp(prefix="qs-bench-"))
+    measured = ["--tiny", "--dataset-env", "none"] if args.smoke else []
     try:
-        # warm-up: the first run in a process pays the torch/transformers imports
-        timed(["quickstart", "--tiny", "--out", str(root / "warmup"), "--no-progress"])
+        if not args.smoke:  # warm-up: the first run in a process pays the torch imports
+            timed(["quickstart", "--tiny", "--out", str(root / "warmup"), "--no-progress"])
         anchor = timed(["quickstart", "--tiny", "--out", str(root / "tiny"), "--no-progress"])
-        full = timed(["quickstart", "--out", str(root / "full"), "--no-progress"])
+        full = timed(["quickstart", *measured, "--out", str(root / "full"), "--no-progress"])
     finally:
         if not args.out:
             shutil.rmtree(root, ignore_errors=True)

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from agentbench_poad.environments.datascicoding.datasets import load_dataset
-    from agentbench_poad.environments.datascicoding.grader import Grader, MachineSlots
+    from agentbench_poad.environments.datascicoding.grader import Grader
     from agentbench_poad.environments.datascicoding.prompts import parse_action
     from agentbench_poad.executors import ensure_ray
     from agentbench_poad.ray_sandbox import RaySandboxPool
@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     submission = parse_action(BODY)
 
     local = get_backend(args.backend)
-    sequential = Grader(
-        data.X, data.y, data.n_classes, sandbox=local, limits=limits, slots=MachineSlots(1)
-    )
+    # One grade at a time by construction (the list comprehension below); the sandbox's own
+    # machine-wide bound (agentbench_poad.sandbox.concurrency) is not a limit at one run.
+    sequential = Grader(data.X, data.y, data.n_classes, sandbox=local, limits=limits)
     first = sequential.grade(submission)  # warm-up (imports, page cache)
     if not first.ok:
         print(f"the benchmark body failed: {first.message}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """The evaluation protocol: score any agent on registered ids and produce run records.
 
-Protocol (the paper's, see REFERENCE_SPEC §2.5 and §3.4). Every (env id, seed) is one *cell*
+Protocol (the paper's, see docs/reference.md#evaluation-protocol and #datascicoding-grading). Every (env id, seed) is one *cell*
 played by the core runner, :func:`agentbench_poad.evaluation.evaluate_cell`, whose docstring
 states the rules the board shares with the trainer's learning curves:
 

@@ -4,7 +4,7 @@ PPO can only reinforce what the sampling policy finds: with a +1-on-completion r
 a model that never completes the task in training gets no learning signal at all. This probe walks
 the oracle's shortest plan from several reset seeds and, in each state on it, scores the offered
 actions with the model exactly as every reference agent samples them at the start of training
-(the softmax of word-normalised action log-likelihoods, REFERENCE_SPEC §4.3). It reports, per
+(the softmax of word-normalised action log-likelihoods, docs/reference.md#action-scoring). It reports, per
 plan step, the probability of the plan's action and its rank among the offered actions, the
 model's favourite action instead, and the probability of following the whole plan, beside a
 uniformly random policy's. Example::

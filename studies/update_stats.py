@@ -2,7 +2,7 @@
 
 On a sparse-reward task (VirtualHome: +1 on completion, nothing else) most training batches of a
 small model hold no reward at all. With advantages normalised per minibatch (the reference's rule,
-REFERENCE_SPEC §5.1.4) such a batch's advantages are the critic's noise rescaled to unit variance,
+docs/reference.md#deviation-advantage-normalisation) such a batch's advantages are the critic's noise rescaled to unit variance,
 so PPO still takes a full step. This script reads training runs' ``metrics.jsonl`` and compares,
 per run, the updates whose batch reward is exactly zero with the others: how many there are, their
 mean approximate KL between the sampling and the updated policy, their mean policy gradient norm,

@@ -39,7 +39,7 @@ def reference(tiny_model_dir):
 
 
 def _word_normalised_scores(model, tokenizer, prompt: str, actions: list[str]) -> list[float]:
-    """REFERENCE_SPEC §4.3 written out: sum of the action tokens' log-probs / words."""
+    """docs/reference.md#action-scoring written out: sum of the action tokens' log-probs / words."""
     prompt_ids = tokenizer(prompt)["input_ids"]
     scores = []
     for action in actions:

@@ -582,7 +582,7 @@ def test_kaggle_pruned_shapes(name, shape, counts, cache, monkeypatch):
 
 
 def test_label_encoding_ranks_numeric_columns_too(cache, monkeypatch):
-    """health-insurance/spaceship-titanic encode every column (REFERENCE_SPEC §5.3)."""
+    """health-insurance/spaceship-titanic encode every column (docs/reference.md#quirks)."""
     fake_kaggle(monkeypatch)
     dataset = ds.fetch_dataset("spaceship-titanic")
     raw = kaggle_standin("spaceship-titanic").dropna().iloc[:2000]

@@ -40,7 +40,7 @@ def test_numpy_negative_into_a_strided_out_view_is_correct():
 
 
 def loop_token_advantages(rewards, values, lengths, dones, next_value, gamma, lam, intra):
-    """Per-token recursion (REFERENCE_SPEC §4.4) in Python floats; all token advantages."""
+    """Per-token recursion (docs/reference.md#advantages) in Python floats; all token advantages."""
     steps, envs, width = values.shape
     adv = np.zeros((steps, envs, width))
     for i in range(envs):

@@ -1,7 +1,7 @@
 """Property-based tests of the RL math against plain per-element loops written here.
 
 Every estimator and loss is compared with an obviously-correct Python loop over steps, envs and
-tokens (REFERENCE_SPEC §4.4-§4.5), on shapes drawn over T 1-16, N 1-8 and widths 1-64 (width 8,
+tokens (docs/reference.md#advantages and #ppo-losses), on shapes drawn over T 1-16, N 1-8 and widths 1-64 (width 8,
 the NumPy AVX-512 defect's stride, is always among the draws: docs/numpy-strided-out-defect.md),
 float32 and float64, NumPy and torch inputs. The loops use Python floats only, so they do not
 share a NumPy kernel with the code they check.
@@ -49,7 +49,7 @@ DISCOUNTS = st.one_of(st.sampled_from([0.0, 1.0, 0.5, 0.9, 0.95, 0.99]), st.floa
 
 # -- the reference loops ------------------------------------------------------------------------
 def loop_token_gae(rewards, values, lengths, dones, next_value, gamma, lam, intra_gamma):
-    """REFERENCE_SPEC §4.4 token recursion, one env and one token at a time (Python floats)."""
+    """docs/reference.md#advantages token recursion, one env and one token at a time (Python floats)."""
     steps, envs = len(rewards), len(rewards[0])
     width = len(values[0][0])
     adv = [[[0.0] * width for _ in range(envs)] for _ in range(steps)]

@@ -19,7 +19,7 @@ from agentbench_poad.environments.virtualhome.tasks import TASKS, VirtualHomeTas
 CARD = Path(__file__).resolve().parents[1] / "docs" / "envs" / "virtualhome.md"
 #: Episodes of the random-agent measurement (the card states the same number).
 RANDOM_EPISODES = 500
-#: Shortest plans of REFERENCE_SPEC.md sections 2.2-2.4.
+#: Shortest plans of docs/reference.md sections 2.2-2.4.
 SPEC_SHORTEST = {"Entertainment": 11}  # every other task is Food Preparation's 6
 
 

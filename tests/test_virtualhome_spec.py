@@ -1,4 +1,4 @@
-"""The VirtualHome engine against the reference state machines of REFERENCE_SPEC.md section 2.
+"""The VirtualHome engine against the reference state machines of docs/reference.md#virtualhome.
 
 The test re-writes the spec's hand-written latent models of Food Preparation (section 2.2) and
 Entertainment (section 2.3) literally, with their observation vectors and offered-action

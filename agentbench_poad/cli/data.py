@@ -144,6 +144,7 @@ def _summary(name: str, dataset, where) -> str:  # noqa: ANN001
 
 
 def run_import(args: argparse.Namespace) -> int:
+    from agentbench_poad.cli._common import check_file
     from agentbench_poad.environments.datascicoding.datasets import (
         cache_paths,
         get_spec,
@@ -152,6 +153,8 @@ def run_import(args: argparse.Namespace) -> int:
 
     try:
         spec = get_spec(args.name)
+        if error := check_file(args.file, "FILE"):
+            return die(error, code=1)
         dataset = import_csv(spec.name, args.file, cache_dir=args.cache_dir, target=args.target)
     except KeyError as exc:
         return die(exc.args[0])

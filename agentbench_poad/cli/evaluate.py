@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import argparse
 
-from agentbench_poad.cli._common import add_command, die
+from agentbench_poad.cli._common import (
+    add_command,
+    check_at_least,
+    check_env_id,
+    check_model,
+    check_run_dir,
+    die,
+    first_error,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -52,6 +60,21 @@ def add_parser(subparsers) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    error = first_error(
+        check_run_dir(args.run),
+        check_env_id(args.env_id),
+        check_at_least(args.episodes, 1, "--episodes"),
+        check_at_least(args.seed, 0, "--seed"),
+        *(check_at_least(seed, 0, "--seeds") for seed in args.seeds or ()),
+        check_at_least(args.timeout, 0, "--timeout"),
+        check_at_least(args.batch_size, 1, "--batch-size"),
+        check_at_least(args.max_retries, 0, "--max-retries"),
+        check_model(args.agent[3:], "--agent lm:")
+        if (args.agent or "").startswith("lm:")
+        else None,
+    )
+    if error:
+        return die(error)
     if args.run:
         return evaluate_run(args)
     if args.agent:

@@ -7,7 +7,15 @@ import json
 import sys
 import warnings
 
-from agentbench_poad.cli._common import add_command, die
+from agentbench_poad.cli._common import (
+    add_command,
+    check_at_least,
+    check_env_id,
+    check_file,
+    check_run_dir,
+    die,
+    first_error,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -172,6 +180,16 @@ def run_add(args: argparse.Namespace) -> int:
 
     if not args.records and not args.run:
         return die("give record files to add, or --run RUN_DIR")
+    error = first_error(  # before any record is added or any model loaded
+        *(check_file(path, "RECORD") for path in args.records),
+        *(check_run_dir(run) for run in args.run),
+        check_env_id(args.env),
+        check_at_least(args.episodes, 1, "--episodes"),
+        check_at_least(args.timeout, 0, "--timeout"),
+        check_at_least(args.batch_size, 1, "--batch-size"),
+    )
+    if error:
+        return die(error)
     _use_runs_root(args)
     try:
         records = [read_record(path) for path in args.records]
@@ -317,8 +335,12 @@ def run_verify(args: argparse.Namespace) -> int:
     from agentbench_poad.leaderboard.records import RecordError, find_record
     from agentbench_poad.leaderboard.verify import verify_record
 
-    if args.episodes_per_seed < 1:
-        return die(f"--episodes-per-seed must be >= 1, got {args.episodes_per_seed}")
+    error = first_error(
+        check_at_least(args.episodes_per_seed, 1, "--episodes-per-seed"),
+        check_at_least(args.max_seeds, 1, "--max-seeds"),
+    )
+    if error:  # before any record is replayed (a replay loads its model)
+        return die(error)
     _use_runs_root(args)
     status = 0
     for record_id in args.record_id:
@@ -381,6 +403,8 @@ def run_prune_runs(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     from agentbench_poad.leaderboard.report import build_report, load_paper
 
+    if error := check_file(args.paper, "--paper"):
+        return die(error)
     records = _load(args)
     try:
         paper = load_paper(args.paper)

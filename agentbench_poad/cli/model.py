@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentbench_poad.cli._common import add_command, die
+from agentbench_poad.cli._common import add_command, check_at_least, die, first_error
 
 
 def add_parser(subparsers) -> None:
@@ -217,7 +217,28 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_init(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from agentbench_poad.errors import DependencyNotInstalled
+
+    out = Path(args.out).expanduser()
+    error = first_error(
+        f"--out: {args.out} is a file" if out.is_file() else None,
+        *(
+            check_at_least(getattr(args, name), 1, f"--{name.replace('_', '-')}")
+            for name in (
+                "hidden_size",
+                "num_layers",
+                "num_heads",
+                "num_kv_heads",
+                "intermediate_size",
+                "max_positions",
+            )
+        ),
+        check_at_least(args.seed, 0, "--seed"),
+    )
+    if error:
+        return die(error)
 
     try:
         from agentbench_poad.models import init_tiny_model

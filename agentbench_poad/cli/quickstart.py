@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.cli._common import add_command, die
+from agentbench_poad.cli._common import (
+    add_command,
+    check_agent_env,
+    check_at_least,
+    check_env_id,
+    check_model,
+    die,
+    first_error,
+)
 
 DEFAULT_ENV = "Overcooked-TomatoSalad-v0"
 DEFAULT_DATASET_ENV = "DataSciCoding-iris-v0"
@@ -138,7 +146,6 @@ def _stage(bar, text: str) -> None:
 
 
 def run_quickstart(args: argparse.Namespace) -> int:
-    import gymnasium as gym
     from tqdm.auto import tqdm
 
     plan = QuickstartPlan.tiny() if args.tiny else QuickstartPlan()
@@ -152,9 +159,24 @@ def run_quickstart(args: argparse.Namespace) -> int:
         plan.total_steps = args.steps
     if args.episodes is not None:
         plan.eval_episodes = args.episodes
-    for env_id in filter(None, (plan.env_id, plan.dataset_env_id)):
-        if env_id not in gym.registry:
-            return die(f"unknown environment id {env_id!r}; see `agentbench-poad envs`")
+    error = first_error(
+        check_env_id(plan.env_id),
+        check_env_id(plan.dataset_env_id or None, "--dataset-env"),
+        check_at_least(args.steps, 1, "--steps"),
+        check_at_least(args.episodes, 1, "--episodes"),
+        check_model(args.model),
+    )
+    if error is None and plan.dataset_env_id:
+        from agentbench_poad.registration import env_facts
+
+        if env_facts(plan.dataset_env_id).family != "datascicoding":
+            error = (
+                f"--dataset-env {plan.dataset_env_id!r} is not a DataSciCoding id ('none' skips it)"
+            )
+    for agent in plan.agents:
+        error = error or check_agent_env(agent, plan.env_id)
+    if error:  # before the model is fetched or loaded
+        return die(error)
     try:
         from agentbench_poad.baselines import get_algorithm
         from agentbench_poad.models import ModelNotAvailable, init_tiny_model, resolve_model

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from agentbench_poad.cli._common import add_command, die
+from agentbench_poad.cli._common import add_command, check_at_least, check_file, die, first_error
 
 
 def add_parser(subparsers) -> None:
@@ -116,6 +116,14 @@ def run_run(args: argparse.Namespace) -> int:
 
     from agentbench_poad.sandbox import Limits, SandboxUnavailable, run_code
 
+    error = first_error(
+        check_file(args.file, "FILE"),
+        None if args.function.isidentifier() else f"{args.function!r} is not a function name",
+        None if args.timeout > 0 else f"--timeout must be > 0, got {args.timeout:g}",
+        check_at_least(args.memory_mb, 16, "--memory-mb"),
+    )
+    if error:  # before any container starts
+        return die(error)
     try:
         source = Path(args.file).read_text(encoding="utf-8")
     except OSError as exc:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from agentbench_poad.cli._common import add_command, die
+from agentbench_poad.cli._common import (
+    add_command,
+    check_at_least,
+    check_file,
+    check_model,
+    die,
+    first_error,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -83,6 +90,16 @@ def run_study_command(args: argparse.Namespace) -> int:
     from agentbench_poad.errors import DependencyNotInstalled
     from agentbench_poad.study import StudyError, cells_table, load_study, run_study
 
+    error = first_error(
+        check_file(args.spec, "SPEC"),
+        check_at_least(args.max_retries, 0, "--max-retries"),
+        check_at_least(args.max_updates, 1, "--max-updates"),
+        "--address names a Ray cluster; add --executor ray"
+        if args.address and args.executor != "ray" and args.env_executor != "ray"
+        else None,
+    )
+    if error:
+        return die(error)
     try:
         study = load_study(args.spec, out=args.out, records=args.records)
         if args.group:
@@ -107,6 +124,17 @@ def run_study_command(args: argparse.Namespace) -> int:
         for path in study_files(study):
             print(path)
         return 0
+    if not args.dry_run:  # a model path typo must not wait for the first run to load it
+        error = first_error(
+            *(check_model(model, "model") for model in sorted({c.model for c in study.cells})),
+            *(
+                check_model(task.agent[3:], "agent lm:")
+                for task in study.evals
+                if (task.agent or "").startswith("lm:")
+            ),
+        )
+        if error:
+            return die(error)
     if args.dry_run:
         for row in cells_table(study):
             if "run_dir" in row:

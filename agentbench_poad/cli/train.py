@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from agentbench_poad.cli._common import add_command, die
+from agentbench_poad.cli._common import (
+    add_command,
+    check_agent_env,
+    check_at_least,
+    check_env_id,
+    check_model,
+    die,
+    first_error,
+)
 
 AGENTS = ("poad", "ntpo", "twosome", "grpo", "gigpo")
 PRESETS = (
@@ -88,6 +96,15 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 def run_train(args: argparse.Namespace) -> int:
     import json
 
+    # Everything the user typed is checked before the model is loaded or an env is made.
+    error = first_error(
+        check_env_id(args.env_id),
+        check_at_least(args.total_steps, 1, "--total-steps"),
+        check_at_least(args.seed, 0, "--seed"),
+        check_at_least(args.max_updates, 1, "--max-updates"),
+    )
+    if error := error or check_agent_env(args.agent, args.env_id):
+        return die(error)
     from agentbench_poad.baselines import get_algorithm
     from agentbench_poad.rl.trainer import train
 
@@ -98,8 +115,12 @@ def run_train(args: argparse.Namespace) -> int:
         if args.device:
             overrides["device"] = args.device
         env_kwargs = {k: json.loads(v) for k, v in _pairs(args.env_args, "--env-arg").items()}
+    except json.JSONDecodeError as exc:
+        return die(f"--env-arg takes KEY=JSON, the value is not JSON ({exc.msg})")
     except (ValueError, KeyError) as exc:
         return die(str(exc))
+    if error := check_model(args.model):  # last: the options above are cheaper to fix
+        return die(error)
     preset = None if args.preset == "none" else args.preset
     try:
         run_dir = train(
@@ -116,7 +137,7 @@ def run_train(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             max_updates=args.max_updates,
         )
-    except (ValueError, FileExistsError, FileNotFoundError) as exc:
+    except (ValueError, OSError) as exc:  # OSError: ModelNotAvailable, FileExistsError, ...
         return die(str(exc))
     print(f"run directory: {run_dir}")
     return 0

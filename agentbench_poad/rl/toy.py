@@ -1,4 +1,4 @@
-"""The credit-assignment toy of the paper's case study (REFERENCE_SPEC §4.7, Figure 1).
+"""The credit-assignment toy of the paper's case study (the paper's Figure 1; docs/reference.md#case-study).
 
 A household robot holds a pancake next to a microwave. Heating the pancake takes three actions in
 order -- open the microwave, put the pancake in, close it -- and the two key choices differ in one

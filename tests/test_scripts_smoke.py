@@ -1,0 +1,128 @@
+"""Every script of benchmarks/ and studies/ runs at a tiny size, so none can rot unnoticed.
+
+Each runs as a subprocess (as a user runs it) with its smallest options (``--smoke`` where a script
+has no size options of its own) and must exit 0 and print what it exists to print: its ratio
+against the anchor measured in the same run, or its measurements. Nothing about time is asserted:
+the printed ratios are meaningless at these sizes. A new script needs a row in ``SCRIPTS`` (or in
+``COVERED_ELSEWHERE``), else ``test_every_script_has_a_smoke_run`` fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Helpers imported by scripts, not scripts.
+NOT_SCRIPTS = {"benchmarks/_bench_model.py"}
+#: Scripts whose smoke run lives in another test module (named here; checked below).
+COVERED_ELSEWHERE = {
+    "benchmarks/ppo_update.py": "tests/test_rl_speed.py",
+    "benchmarks/action_scoring.py": "tests/test_rl_speed.py",
+}
+TINY_MODEL = "{tiny_model}"  # replaced by the tiny model's directory
+TINY_RUN = "{tiny_run}"  # replaced by a tiny trained run directory
+
+#: script -> (arguments, text its output must contain)
+SCRIPTS: dict[str, tuple[list[str], str]] = {
+    "benchmarks/advantages.py": (["--smoke", "--threads", "1"], "ratio:"),
+    "benchmarks/env_throughput.py": (["--seconds", "0.02"], "ratio"),
+    "benchmarks/leaderboard_protocol.py": (["--episodes", "2", "--repeats", "1"], "ratio:"),
+    "benchmarks/datascicoding_step.py": (["--repeats", "1", "--trees", "5"], "ratio:"),
+    "benchmarks/sandbox_overhead.py": (
+        ["--repeats", "1", "--trees", "5", "--pool-wait", "0"],
+        "ratio:",
+    ),
+    "benchmarks/ray_grading.py": (
+        ["--steps", "2", "--workers", "2", "--backend", "process"],
+        "speed-up:",
+    ),
+    "benchmarks/quickstart_budget.py": (["--smoke"], "ratio:"),
+    "studies/plan_probe.py": (
+        ["VirtualHome-FoodPreparation-v0", "--model", TINY_MODEL, "--seeds", "1"],
+        "P(plan)",
+    ),
+    "studies/dsc_prompt_probe.py": (
+        [
+            "--model",
+            TINY_MODEL,
+            "--samples",
+            "1",
+            "--batch",
+            "1",
+            "--sandbox",
+            "process",
+            "--formats",
+            "plain",
+        ],
+        "attempts ran",
+    ),
+    "studies/language_probe.py": ([TINY_RUN, "--window", "256"], "ppl"),
+    "studies/update_stats.py": ([TINY_RUN], "run | updates zero/reward"),
+}
+
+
+def _scripts() -> set[str]:
+    found = {
+        str(path.relative_to(ROOT))
+        for folder in ("benchmarks", "studies")
+        for path in (ROOT / folder).glob("*.py")
+    }
+    return found - NOT_SCRIPTS
+
+
+def test_every_script_has_a_smoke_run():
+    missing = _scripts() - set(SCRIPTS) - set(COVERED_ELSEWHERE)
+    assert not missing, f"scripts without a smoke run: {sorted(missing)}"
+    for script, module in COVERED_ELSEWHERE.items():
+        assert Path(script).name in (ROOT / module).read_text(encoding="utf-8"), (script, module)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, tiny_model_dir) -> Path:  # noqa: F811
+    """One tiny POAD training run (2 steps), for the scripts that read runs."""
+    from agentbench_poad.cli import main
+
+    out = tmp_path_factory.mktemp("smoke-run") / "poad"
+    overrides = {
+        "num_envs": 1,
+        "rollout_length": 2,
+        "epochs": 1,
+        "num_minibatches": 1,
+        "eval_every": 0,
+        "critic_hidden_sizes": 16,
+    }
+    argv = ["train", "--agent", "poad", "--env", "Overcooked-TomatoSalad-v0"]
+    argv += ["--model", str(tiny_model_dir), "--total-steps", "2", "--out", str(out)]
+    for key, value in overrides.items():
+        argv += ["--set", f"{key}={value}"]
+    assert main([*argv, "--no-progress"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_script_smoke_run(script, request, tmp_path):
+    args, expected = SCRIPTS[script]
+    if script == "benchmarks/ray_grading.py" and importlib.util.find_spec("ray") is None:
+        pytest.skip('Ray is not installed (pip install "agentbench-poad[ray]")')
+    if TINY_MODEL in args:
+        model = request.getfixturevalue("tiny_model_dir")
+        args = [str(model) if a == TINY_MODEL else a for a in args]
+    if TINY_RUN in args:
+        run = request.getfixturevalue("tiny_run")
+        args = [str(run) if a == TINY_RUN else a for a in args]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / script), *args],
+        cwd=tmp_path,  # a script that writes into its working directory writes here
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert expected in done.stdout, done.stdout[-2000:]
