@@ -1,6 +1,6 @@
 """The text-environment contract shared by every environment family.
 
-Contract (see DESIGN.md):
+Contract (docs/reference.md and the README):
 
 * ``observation_space`` and ``action_space`` are :class:`gymnasium.spaces.Text` over
   :data:`CHARSET` (printable ASCII). Observations, and ``info`` texts that come from outside

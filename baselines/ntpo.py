@@ -2,7 +2,7 @@
 
 Everything is POAD's (token critic, token-level PPO, same rollouts), except the credit
 assignment: every token is treated as if it were an environment step, so the TD error of an inner
-token is ``γ V^{j+1} − V^j`` and λ becomes ``γλ`` inside an action (REFERENCE_SPEC §4.4). The
+token is ``γ V^{j+1} − V^j`` and λ becomes ``γλ`` inside an action (docs/reference.md#advantages). The
 reward, still given on the action's last token, reaches token ``j`` discounted by ``γ^{n−j}``:
 earlier tokens (often the key word, "open" versus "close") get less credit than later ones, and
 the token values no longer agree with the action-level values (the paper's Eq. 11-12;
@@ -81,8 +81,8 @@ class NTPO(POAD):
         """Discount between the tokens of one action: γ (or ``config.intra_gamma``, γ_w).
 
         This is NTPO's only change: POAD's ``compute_advantages`` passes it to
-        ``token_level_gae``, so inner tokens get ``δ = γ V^{j+1} − V^j`` and ``γλ`` (REFERENCE_SPEC
-        §4.4).
+        ``token_level_gae``, so inner tokens get ``δ = γ V^{j+1} − V^j`` and ``γλ``
+        (docs/reference.md#advantages).
         """
         gamma_w = self.config.intra_gamma
         return self.config.gamma if gamma_w is None else gamma_w

@@ -3,7 +3,7 @@
 The planner expands only the actions the environment *offers* in each state and applies the
 engine's own transition function, so its plans are exactly the shortest ones an agent choosing
 from ``info["available_actions"]`` can achieve (6 steps for Food Preparation and its variants,
-11 for Entertainment, REFERENCE_SPEC.md sections 2.2-2.3). It re-plans at every call from the
+11 for Entertainment, docs/reference.md sections 2.2-2.3). It re-plans at every call from the
 state of the env it was made for, so it recovers if something else stepped the env.
 
 It is an exact optimum, not a script: the scene is deterministic (the reset seed changes

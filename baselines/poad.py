@@ -8,14 +8,14 @@ decomposition (BAD) assigns credit to each token:
   ``V^{j+1} − V^j`` (``γ_intra = 1``), so every token is credited with the action's return;
 * at the action's last token the environment reward and the discounted value of the next
   observation enter: ``r_t + γ m_{t+1} V_{t+1}^1 − V_t^n``;
-* GAE's λ applies between tokens too (REFERENCE_SPEC §4.4).
+* GAE's λ applies between tokens too (docs/reference.md#advantages).
 
 With exact values, the token values BAD backs up are consistent with the action-level values
 (tests/test_rl_advantages.py checks it on the case-study MDP). The policy loss is PPO's clipped
 surrogate per token, over the log-probabilities of the action's tokens under the LM, averaged over
 real tokens; the critic loss is the clipped value loss per token.
 
-Deviations from the reference (REFERENCE_SPEC §5.1), all shared with NTPO: the critic's first
+Deviations from the reference (docs/reference.md#deviations), all shared with NTPO: the critic's first
 value is read at the prompt's last real token; advantages are normalised with the token mask;
 LoRA trains in fp32; checkpoints hold adapter, critic and optimisers.
 """

@@ -12,7 +12,7 @@ from agentbench_poad.baselines.poad import POAD, POADConfig  # noqa: E402
 from agentbench_poad.baselines.twosome import TWOSOME, TWOSOMEConfig  # noqa: E402
 from agentbench_poad.rl.config import family_of  # noqa: E402
 
-# (config, family) -> (lr, critic_lr, gamma, epochs, minibatches, entropy), REFERENCE_SPEC l. 32-38
+# (config, family) -> (lr, critic_lr, gamma, epochs, minibatches, entropy), the paper's Appendix J, Tables 10-17; docs/reference.md#presets
 TABLES = {
     (POADConfig, "overcooked"): (5e-7, 1e-5, 0.99, 5, 2, 0.01),
     (NTPOConfig, "overcooked"): (5e-7, 1e-5, 0.99, 5, 4, 0.01),

@@ -80,7 +80,7 @@ def test_shipped_paper_file_covers_table1_and_table4(shipped):
 
 
 def test_shipped_numbers_spot_check_against_the_paper_tables(shipped):
-    """A few cells re-read from PAPER_RESULTS.md (a transcription check, one per table)."""
+    """A few cells re-read from the paper's tables (a transcription check, one per table)."""
 
     def cell(layout, agent, env_id, metric):
         (hit,) = [

@@ -1,4 +1,4 @@
-"""Overcooked engine golden tests (REFERENCE_SPEC §1.7, §1.8, §1.11 and Appendix A)."""
+"""Overcooked engine golden tests (docs/reference.md#overcooked-rewards, #overcooked-text and #verification)."""
 
 from __future__ import annotations
 

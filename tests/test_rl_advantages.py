@@ -1,4 +1,4 @@
-"""Advantage backups (REFERENCE_SPEC §4.4): loops, identities and the BAD consistency result."""
+"""Advantage backups (docs/reference.md#advantages): loops, identities and the BAD consistency result."""
 
 from __future__ import annotations
 

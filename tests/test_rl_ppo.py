@@ -1,4 +1,4 @@
-"""PPO losses and the shared update loop (REFERENCE_SPEC §4.5)."""
+"""PPO losses and the shared update loop (docs/reference.md#ppo-losses)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ and CodeLlama-7b) with LoRA adapters. This module holds the pieces that do not d
 algorithm:
 
 * :class:`LoraSettings` -- the paper's adapter settings (r 8, alpha 16, dropout 0, ``q_proj`` and
-  ``v_proj``; REFERENCE_SPEC §4.2).
+  ``v_proj``; docs/reference.md#models-and-critic).
 * :func:`load_causal_lm` -- model and tokenizer by named model (``"smollm2-135m"``, fetched and
   converted once into the model cache), ``.gguf`` file, local directory or hub id, with ``dtype``
   and ``device`` options (``"auto"`` picks CUDA when available). Names and ``.gguf`` files are
@@ -39,7 +39,7 @@ TINY_SPECIAL_TOKENS = ("<pad>", "<s>", "</s>")
 
 @dataclass
 class LoraSettings:
-    """LoRA adapter settings; the defaults are the paper's (REFERENCE_SPEC §4.2).
+    """LoRA adapter settings; the defaults are the paper's (docs/reference.md#models-and-critic).
 
     The adapter weights are always kept in float32, also when the base model is loaded in
     float16/bfloat16 (deliberate deviation §5.1.5: the reference optimised fp16 LoRA weights,

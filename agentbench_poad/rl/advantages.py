@@ -1,4 +1,4 @@
-"""Generalised advantage estimation at action and token granularity (REFERENCE_SPEC §4.4).
+"""Generalised advantage estimation at action and token granularity (docs/reference.md#advantages).
 
 Three backups share one recursion. Time runs over rollout steps ``t``; inside step ``t`` the
 action has tokens ``w^1..w^n`` (``n`` may differ per step and env) and the token critic gives

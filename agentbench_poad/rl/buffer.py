@@ -1,4 +1,4 @@
-"""The on-policy rollout buffer (REFERENCE_SPEC §4.1).
+"""The on-policy rollout buffer (docs/reference.md#training-loop-structure).
 
 One buffer holds one update's rollout: ``T`` steps of ``N`` environments. Per step and env it
 keeps the prompt, the offered actions, the chosen :class:`~agentbench_poad.rl.policy.ActionSample`

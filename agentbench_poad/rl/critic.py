@@ -1,4 +1,4 @@
-"""Value heads on top of the frozen language model's features (REFERENCE_SPEC §4.2).
+"""Value heads on top of the frozen language model's features (docs/reference.md#models-and-critic).
 
 The critic reads :meth:`agentbench_poad.rl.policy.LMPolicy.critic_features` -- last-layer hidden
 states of the pre-trained model with the LoRA adapter disabled, in float32 -- and maps them to

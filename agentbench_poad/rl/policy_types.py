@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-#: Restricted-action score normalisations (REFERENCE_SPEC §4.3). Each maps the summed token
+#: Restricted-action score normalisations (docs/reference.md#action-scoring). Each maps the summed token
 #: log-likelihood, the action's token count and the action text to a score.
 NORMALIZATIONS: dict[str, Callable[[torch.Tensor, int, str], torch.Tensor]] = {
     "word": lambda total, n_tokens, text: total / max(1, len(text.split())),
@@ -30,7 +30,7 @@ NORMALIZATIONS: dict[str, Callable[[torch.Tensor, int, str], torch.Tensor]] = {
 
 @dataclass
 class GenerationSettings:
-    """How open actions (code) are generated. Defaults follow REFERENCE_SPEC §3/§4.3."""
+    """How open actions (code) are generated. Defaults follow docs/reference.md#datascicoding-grading and #action-scoring."""
 
     temperature: float = 0.5
     """Softmax temperature of the sampling distribution (the reference's 0.5)."""
@@ -45,7 +45,7 @@ class GenerationSettings:
     stop_patterns: tuple[str, ...] = (r"(?m)^[ \t]*return\b",)
     """Regular expressions; like ``stop_strings``. The default stops before any line that
     starts with ``return`` at any indentation: the env's template adds ``return model`` itself
-    (REFERENCE_SPEC §5.1.12; the reference stopped *after* the ``▁return`` token and kept it)."""
+    (docs/reference.md#deviation-return-stop; the reference stopped *after* the ``▁return`` token and kept it)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.stop_strings, str):

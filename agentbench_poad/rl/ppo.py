@@ -1,4 +1,4 @@
-"""PPO losses and the shared update loop (REFERENCE_SPEC §4.5).
+"""PPO losses and the shared update loop (docs/reference.md#ppo-losses).
 
 Action-level and token-level PPO are the same computation on tensors of shape ``(B, L)`` with a
 mask: a token-level sample has one column per action token, an action-level sample has ``L = 1``.
@@ -171,7 +171,7 @@ def normalize_advantages(
     """``(A − μ) / (σ + eps)`` over the real entries (population std); pads are set to 0.
 
     Pads are never read, so NaN or inf there does not leak into μ and σ. The reference selected "nonzero entries" as real, which also dropped true zero advantages
-    (REFERENCE_SPEC §5.1.4); the token mask is the right selector.
+    (docs/reference.md#deviation-advantage-normalisation); the token mask is the right selector.
     """
     mask = mask.to(torch.bool)
     zero = torch.zeros((), dtype=advantages.dtype, device=advantages.device)

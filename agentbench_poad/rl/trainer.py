@@ -1,6 +1,6 @@
 """Train the reference agents (POAD, NTPO, TWOSOME) on any registered text environment.
 
-:func:`train` runs the reference loop (REFERENCE_SPEC §4.1): roll out ``rollout_length`` steps in
+:func:`train` runs the reference loop (docs/reference.md#training-loop-structure): roll out ``rollout_length`` steps in
 ``num_envs`` environments (episodes continue across updates, each env auto-resets), bootstrap the
 last observations and those where a time limit truncated an episode (``terminated`` and
 ``truncated`` are kept apart, Gymnasium's way), let the algorithm assign credit and run its PPO epochs, log, evaluate greedily

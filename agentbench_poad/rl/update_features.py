@@ -8,7 +8,7 @@
   :mod:`agentbench_poad.rl.action_scoring`).
 * :meth:`UpdateFeatures.critic_features` reads the frozen pre-trained model (adapter disabled)
   for the critic heads in :mod:`agentbench_poad.rl.critic`, always at real tokens, never at a pad
-  (deliberate fix of REFERENCE_SPEC §5.1.1).
+  (deliberate fix of docs/reference.md#deviation-critic-position).
 """
 
 from __future__ import annotations

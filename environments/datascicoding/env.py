@@ -114,7 +114,7 @@ class DataSciCodingEnv(TextEnv):
 
     ## Version History
 
-    * v0: the reference task (REFERENCE_SPEC.md §3), code run in a sandbox, a trailing
+    * v0: the reference task (docs/reference.md#datascicoding), code run in a sandbox, a trailing
       ``return`` dropped, seeded dataset shuffles.
     """
 

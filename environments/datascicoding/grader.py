@@ -1,6 +1,6 @@
 """Scoring a ``build_model`` body: one sandbox run per attempt, ROC AUC on the host.
 
-The splits follow the reference (REFERENCE_SPEC.md §3.4): split ``i`` is
+The splits follow the reference (docs/reference.md#datascicoding-grading): split ``i`` is
 ``train_test_split(X, y, test_size=0.5, random_state=i, shuffle=True)``, ``i = 0..4``, no
 stratification. One sandbox call carries every split as named inputs (``x_train_i``,
 ``y_train_i``, ``x_test_i``) and returns ``proba_i`` (``predict_proba`` of split ``i``'s test
@@ -8,7 +8,7 @@ features); **test labels never enter the sandbox** and nothing the sandbox says 
 trusted. The host checks the shapes and computes the AUC: the positive-class column for binary
 tasks, one-vs-one macro AUC for multiclass tasks (the reference's ``multi_class="ovo"``).
 
-Protocols (SANDBOX_NOTES.md decision 8):
+Protocols (docs/envs/datascicoding.md, "Protocols"):
 
 * ``"paper"`` (default): the 5 splits cover the whole dataset, as in the paper. An agent that
   gets this reward after every attempt sees a score on data it is later judged on, so over many

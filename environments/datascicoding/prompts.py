@@ -13,7 +13,7 @@ The agent fills the body of::
 An action is the body (first line indented or not: the template indents it) or a whole
 ``def build_model(...)`` with optional imports before it. Before assembly, **one trailing
 ``return model`` or bare ``return`` is removed** from the body, because the template supplies
-``return model``. This is a deliberate fix of REFERENCE_SPEC.md §5.1.12: the reference's
+``return model``. This is a deliberate fix of docs/reference.md#deviation-return-stop: the reference's
 generation stops on the token ``return`` and keeps it, so a body ending in ``return`` made
 ``build_model`` return ``None`` and failed; here that body runs as its author meant. Any other
 ``return`` (``return clf``, or one inside an ``if``) is kept.

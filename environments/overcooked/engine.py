@@ -2,7 +2,7 @@
 
 One engine serves every task (tasks are rows of :mod:`.tasks`) and both APIs: the PettingZoo
 ``ParallelEnv`` drives it with one macro-action per chef, the gymnasium env is the same call with
-one chef. It reproduces the TWOSOME macro-action kitchen used by the paper (REFERENCE_SPEC §1):
+one chef. It reproduces the TWOSOME macro-action kitchen used by the paper (docs/reference.md#overcooked):
 
 * primitive ticks (§1.4): move, pick up, put down, chop, scoop, deliver; -0.001 per tick, +0.2
   when a recipe food becomes chopped, +1 for the right dish (terminal), -0.1 for a wrong one

@@ -24,7 +24,7 @@ class OvercookedEnv(TextEnv):
     a cutting board, gather them in the bowl and serve the bowl at the delivery square. Ids:
     ``Overcooked-TomatoSalad-v0`` and ``Overcooked-TomatoLettuceSalad-v0`` (the paper's tasks)
     plus the other recipes of the reference's task list on the two-board kitchen. ``-v0``
-    reproduces the reference (REFERENCE_SPEC §1), including its quirks: objects away from their
+    reproduces the reference (docs/reference.md#overcooked), including its quirks: objects away from their
     initial square and from boards/hands are not mentioned, "chop the X" is offered for a
     chopped X, some labels do not describe what the macro-action does.
 

@@ -9,7 +9,7 @@ from agentbench_poad.environments.overcooked.tasks import TASKS
 from agentbench_poad.registration import EnvFamily, TaskRow, register_family
 
 #: The leaderboard's success rule (record text): the env reports ``info["success"]``, True once
-#: the right dish is served (REFERENCE_SPEC §1.4/§1.7: the correct delivery ends the episode). A
+#: the right dish is served (docs/reference.md#overcooked-step-rules and #overcooked-rewards: the correct delivery ends the episode). A
 #: positive return is not enough: chopping a recipe food alone earns +0.2.
 SUCCESS_RULE = "right dish delivered (info['success'])"
 

@@ -1,4 +1,4 @@
-"""Prompt and action labels of the Overcooked kitchen (REFERENCE_SPEC §1.8).
+"""Prompt and action labels of the Overcooked kitchen (docs/reference.md#overcooked-text).
 
 The text reads only a chef's macro observation (what it saw when its last macro-action ended),
 as the reference's builder does, so it keeps the reference's blind spots on purpose: an object

@@ -1,7 +1,7 @@
 """A compact scene-graph engine with VirtualHome's macro-action semantics.
 
 The reference environments run VirtualHome's symbolic *evolving-graph* executor on a 358-node
-graph (REFERENCE_SPEC.md section 2.1). Only a handful of nodes matter to the tasks, so this
+graph (docs/reference.md#virtualhome-simulator). Only a handful of nodes matter to the tasks, so this
 engine keeps just those: the rooms, and the objects a task touches with their properties
 (grabbable, openable, container, surface, switchable, sittable) and states (open, on, where each
 object is, what the agent holds, sits on, faces and is close to).

@@ -45,7 +45,7 @@ class VirtualHomeEnv(TextEnv):
     * ``Entertainment``: bring the chips and the milk to the living room, turn the TV on and sit
       on the sofa.
 
-    ``-v0`` reproduces the reference environments (REFERENCE_SPEC.md section 2): which actions
+    ``-v0`` reproduces the reference environments (docs/reference.md#virtualhome): which actions
     are offered in which state, their effects, the Entertainment dead end (put one item on the
     coffee table first and the other can no longer be reached) and sitting trap (once seated
     only walks are offered and walks fail while seated), the 50-step limit and a reward of +1

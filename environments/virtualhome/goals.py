@@ -29,7 +29,7 @@ class PutInsideClosed:
     """Put ``item`` into ``appliance`` and shut it, while in the appliance's room.
 
     The reference checks "in the kitchen and the pancake is not visible", which with its rules
-    means exactly this (REFERENCE_SPEC.md section 2.2). The appliance is never switched on.
+    means exactly this (docs/reference.md#virtualhome-food-preparation). The appliance is never switched on.
     """
 
     item: str
@@ -52,7 +52,7 @@ class SnackWhileWatching:
     """Sit facing the switched-on ``screen`` with every item at hand or on the ``table``.
 
     An item counts when the agent sees it and is close to it (holding counts) or when it lies on
-    the table (REFERENCE_SPEC.md section 2.3).
+    the table (docs/reference.md#virtualhome-entertainment).
     """
 
     items: tuple[str, ...]

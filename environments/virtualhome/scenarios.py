@@ -4,7 +4,7 @@ A task row of :mod:`.tasks` names a scenario and binds its roles to nouns; every
 written against the roles, so every row of a scenario shares one set of rules. Object ids in
 states are the role names (``"item"``, ``"appliance"``, ``"snack"``, ...), the nouns are labels.
 
-The offered-action rules are the reference's hand-written tables (REFERENCE_SPEC.md sections
+The offered-action rules are the reference's hand-written tables (docs/reference.md sections
 2.2 and 2.3), quirks included: "offered" does not mean "effective" (e.g. "put the pancake in the
 microwave" is offered while the microwave is shut and then fails), and Entertainment has a dead
 end and a sitting trap. Offered actions are listed in the reference's index order.
@@ -310,7 +310,7 @@ class SnackAndTv(Scenario):
                 if ok
             ]
         # One item is on the coffee table. The reference then offers "walk to" the *other*,
-        # invisible item (a no-op): the dead end of REFERENCE_SPEC.md section 2.3.
+        # invisible item (a no-op): the dead end of docs/reference.md#virtualhome-entertainment.
         if sees_snack:
             return [] if holds_snack else [9] if near_snack else [5]
         if sees_drink:

@@ -13,7 +13,7 @@ is a few lines here, e.g. a banana heated in the microwave::
         shortest_plan=6,
     )
 
-The two scenarios reproduce the reference tasks of REFERENCE_SPEC.md section 2:
+The two scenarios reproduce the reference tasks of docs/reference.md#virtualhome:
 
 * ``appliance``: Food Preparation (put the pancake into the microwave and close it) and the
   ADRL generalisation variants, which keep its dynamics and offered-action rules and only swap
@@ -41,10 +41,10 @@ class VirtualHomeTask:
             also the object's label in prompts and action labels.
         plural: nouns that take plural verbs (``"the dishes are"``).
         goal_verb: the verb of the goal clause (``appliance`` scenario only). The reference keeps
-            "heat up" even for dishes and clothes (REFERENCE_SPEC.md section 5.3); so do we.
+            "heat up" even for dishes and clothes (docs/reference.md#quirks); so do we.
         description: one line for ``agentbench-poad envs``.
         shortest_plan: length of the shortest successful plan under the offered actions
-            (REFERENCE_SPEC.md sections 2.2-2.4); the oracle tests check it.
+            (docs/reference.md sections 2.2-2.4); the oracle tests check it.
         max_episode_steps: the ``TimeLimit`` of the registration (the reference's 50).
         paper_name: the task's name in the POAD paper, or None.
         paper_tables: the paper's tables that list the task; Table 1 (generalisation from Food
@@ -104,7 +104,7 @@ TASKS: tuple[VirtualHomeTask, ...] = (
         "the sofa (4 rooms, 17 macro-actions, sparse +1; has a dead end and a sitting trap).",
         paper_name="Entertainment",
     ),
-    # ADRL's generalisation variants (REFERENCE_SPEC.md section 2.4): Food Preparation's
+    # ADRL's generalisation variants (docs/reference.md#virtualhome-variants): Food Preparation's
     # dynamics and offered-action rules, only the nouns change.
     _appliance("Cheese", "cheese", "microwave", "Food Preparation variant", "Cheese"),
     _appliance("Hamburger", "hamburger", "microwave", "Food Preparation variant", "Hamburger"),

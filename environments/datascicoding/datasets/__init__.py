@@ -6,7 +6,7 @@ Every task is one row of :data:`DATASETS` (:mod:`.table`), a :class:`DatasetSpec
   ``kaggle`` API), or scikit-learn's bundled datasets (offline, never cached); a local CSV
   (:class:`CsvSource`) stands in for a network source through ``data import``;
 * a **pruning** (:mod:`.pruning`): how the raw table becomes the numeric ``X``/``y`` the task
-  uses, reproducing REFERENCE_SPEC.md §3.2 (CAAFE's pipeline for the OpenML datasets, the
+  uses, reproducing docs/reference.md#datascicoding-datasets (CAAFE's pipeline for the OpenML datasets, the
   reference's per-file recipes for the Kaggle CSVs).
 
 The same pruning runs whether the raw table came from the network (``agentbench-poad data

@@ -1,4 +1,4 @@
-"""How a raw table becomes the numeric ``X``/``y`` of a task (REFERENCE_SPEC.md §3.2).
+"""How a raw table becomes the numeric ``X``/``y`` of a task (docs/reference.md#datascicoding-datasets).
 
 CAAFE's pipeline for the OpenML datasets, the reference's per-file recipes for the Kaggle CSVs,
 and the plain split of scikit-learn's bundles. The same pruning runs whether the raw table came
@@ -56,7 +56,7 @@ def _codes(column: pd.Series) -> pd.Series:
 
 @dataclass(frozen=True)
 class CaafePruning:
-    """CAAFE's OpenML pipeline as run by the reference (REFERENCE_SPEC.md §3.2).
+    """CAAFE's OpenML pipeline as run by the reference (docs/reference.md#datascicoding-datasets).
 
     Categorical features become integer codes (OpenML's declared order; sorted values for a CSV
     import), rows are shuffled (seed 13) and capped at 10 000, shuffled again (seed 0, fixed
