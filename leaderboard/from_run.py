@@ -252,6 +252,8 @@ def record_from_runs(
         "total_steps": int(total_steps) if isinstance(total_steps, (int, float)) else None,
         "best_code": best_code,
     }
+    if first.get("algorithm_source") is not None:  # the algorithm's class spec and its version
+        training["algorithm"] = first["algorithm_source"]
     suffix = None
     if env_id and train_env and env_id != train_env:
         suffix = f"trainedon-{env_facts(str(train_env)).task}"

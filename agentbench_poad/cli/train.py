@@ -1,12 +1,14 @@
-"""``agentbench-poad train``: train POAD, NTPO or TWOSOME on an environment."""
+"""``agentbench-poad train``: train POAD, NTPO, TWOSOME or your own algorithm on an environment."""
 
 from __future__ import annotations
 
 import argparse
 
+from agentbench_poad.baselines import ALGORITHMS
 from agentbench_poad.cli._common import add_command, die
 
-AGENTS = ("poad", "ntpo", "twosome")
+#: The built-in algorithms' names (``--agent`` also takes a spec of your own algorithm class).
+AGENTS = tuple(ALGORITHMS)
 PRESETS = (
     "auto",
     "mini",
@@ -24,7 +26,7 @@ def add_parser(subparsers) -> None:
     p = add_command(
         subparsers,
         "train",
-        "train a reference agent (POAD, NTPO, TWOSOME) with LoRA",
+        "train a reference agent (POAD, NTPO, TWOSOME) or your own algorithm with LoRA",
         "Train a reference agent on ENV with a causal LM: a named model (e.g. smollm2-135m,\n"
         "fetched on first use; `agentbench-poad model list`), a .gguf file, a local directory or\n"
         "a hub id (make a small offline one with `agentbench-poad model init tiny --out DIR`).\n"
@@ -33,9 +35,18 @@ def add_parser(subparsers) -> None:
         "for ~100M models on a laptop (--preset mini; docs/agents.md), overridden field by\n"
         "field with --set KEY=VALUE (e.g. --set lr=1e-5 --set num_envs=2). The run directory\n"
         "gets config.json, metrics.jsonl, learning_curve.json, tb/ and checkpoints/; --resume\n"
-        "continues a stopped run from its newest checkpoint.",
+        "continues a stopped run from its newest checkpoint.\n"
+        "--agent takes a built-in name or your own PPOAgent subclass by spec, package.module:Class\n"
+        "or path/to/file.py:Class (docs/agents.md, 'Write your own algorithm'; e.g.\n"
+        "--agent examples/my_algorithm.py:MyPOAD); a class that is not an algorithm, a spec that\n"
+        "does not import or a --set field the class does not know fail before any model loads.",
     )
-    p.add_argument("--agent", required=True, choices=AGENTS, help="algorithm")
+    p.add_argument(
+        "--agent",
+        required=True,
+        metavar="NAME|SPEC",
+        help=f"algorithm: {', '.join(AGENTS)}, or package.module:Class / path/to/file.py:Class",
+    )
     p.add_argument("--env", required=True, dest="env_id", help="environment id")
     p.add_argument(
         "--model",
@@ -99,7 +110,7 @@ def run_train(args: argparse.Namespace) -> int:
             overrides["device"] = args.device
         env_kwargs = {k: json.loads(v) for k, v in _pairs(args.env_args, "--env-arg").items()}
     except (ValueError, KeyError) as exc:
-        return die(str(exc))
+        return die(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
     preset = None if args.preset == "none" else args.preset
     try:
         run_dir = train(
