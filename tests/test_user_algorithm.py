@@ -291,9 +291,11 @@ def _spec(path: Path, model: Path, agents, **group) -> Path:
 def test_study_refuses_bad_user_algorithms_listing_each(tiny_model, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     (tmp_path / "broken.py").write_text("import no_such_module_anywhere\n")
+    shutil.copy(ROOT / "examples" / "my_algorithm.py", tmp_path / "twin.py")
     agents = [
         "poad",
         EXAMPLE,
+        f"{tmp_path / 'twin.py'}:MyPOAD",
         write_algo(tmp_path, "methods"),
         f"{tmp_path / 'broken.py'}:Algo",
         "examples/absent.py:Algo",
@@ -303,6 +305,7 @@ def test_study_refuses_bad_user_algorithms_listing_each(tiny_model, tmp_path, mo
     message = str(caught.value)
     assert "missing methods" in message and "does not import: ModuleNotFoundError" in message
     assert "absent.py" in message and "does not exist" in message
+    assert "its name 'mypoad' is also the name of" in message
     # The unknown field is named for POAD and for the user's algorithm alike.
     assert message.count("'nope'") >= 2 and "MyPOADConfig" in message
 

@@ -38,6 +38,7 @@ __all__ = [
     "check_algorithm",
     "is_algorithm_spec",
     "load_algorithm",
+    "loaded_spec",
     "normalize_spec",
 ]
 
@@ -171,6 +172,12 @@ def load_algorithm(spec: str, *, reserved: Iterable[str] = ()) -> type:
     cls = check_algorithm(target, spec, reserved=reserved)
     _LOADED[cls] = spec
     return cls
+
+
+def loaded_spec(algorithm: type) -> str | None:
+    """The spec :func:`load_algorithm` read ``algorithm`` from (None for a class it did not
+    load, such as a built-in looked up by name)."""
+    return _LOADED.get(algorithm)
 
 
 def _display_spec(spec: str) -> str:

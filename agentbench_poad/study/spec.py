@@ -178,17 +178,17 @@ def _slug(text: str) -> str:
 
 def _trainable(
     specs: Sequence[str] = (), base: Path | None = None
-) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+) -> tuple[dict[str, Any], dict[str, str]]:
     """The algorithms a spec may train: the built-in ones by name, and each class spec among
     ``specs`` (``"pkg.module:Class"``, ``"path/to/file.py:Class"``) that names a
-    :class:`~agentbench_poad.rl.ppo.PPOAgent` subclass, by the spec as written. A spec naming
-    anything else is an evaluation-only agent (a prompted agent's factory).
+    :class:`~agentbench_poad.rl.ppo.PPOAgent` subclass, by the spec as written and by its
+    ``name``. A spec naming anything else is an evaluation-only agent (a prompted agent's
+    factory). A file path is read relative to the current directory, else to ``base`` (the
+    study spec's folder).
 
     Returns:
-        ``(trainable, loadable, broken)``: spec or name -> algorithm class; spec -> the spec
-        that loads it from any directory (a file path made absolute: relative to the current
-        directory, else to ``base``, the study spec's folder); spec -> why it is unusable (it
-        does not import, or it subclasses PPOAgent but is no complete algorithm).
+        ``(trainable, broken)``: spec or name -> algorithm class; spec -> why it is unusable
+        (it does not import, or it subclasses PPOAgent but is no complete algorithm).
     """
     from agentbench_poad.baselines import ALGORITHMS, get_algorithm
     from agentbench_poad.rl.algorithm import (
@@ -200,7 +200,6 @@ def _trainable(
     )
 
     trainable: dict[str, Any] = {name: get_algorithm(name) for name in ALGORITHMS}
-    loadable = {name: name for name in ALGORITHMS}
     broken: dict[str, str] = {}
     for spec in dict.fromkeys(s for s in specs if isinstance(s, str)):
         if spec.lower() in ALGORITHMS or not is_algorithm_spec(spec):
@@ -208,15 +207,31 @@ def _trainable(
         resolved = normalize_spec(spec)
         file = resolved.rpartition(":")[0]
         if resolved != spec and base is not None and not Path(file).exists():
-            resolved = normalize_spec(spec, base)  # relative to the study spec's folder
+            resolved = normalize_spec(spec, base)
         try:
-            trainable[spec] = load_algorithm(resolved, reserved=ALGORITHMS)
-            loadable[spec] = resolved
+            algorithm = load_algorithm(resolved, reserved=ALGORITHMS)
         except NotAnAlgorithm:
             continue  # an evaluation-only agent
         except AlgorithmError as exc:
             broken[spec] = str(exc)
-    return trainable, loadable, broken
+            continue
+        other = trainable.get(algorithm.name)
+        if other is not None and _cell_agent(other) != _cell_agent(algorithm):
+            broken[spec] = (
+                f"its name {algorithm.name!r} is also the name of {_cell_agent(other)!r}; "
+                "algorithms in one study need distinct names (they name runs and board rows)"
+            )
+            continue
+        trainable[spec] = trainable[algorithm.name] = algorithm
+    return trainable, broken
+
+
+def _cell_agent(algorithm: Any) -> str:
+    """How a training cell names its algorithm: a built-in by name, a user's algorithm by the
+    spec that loads it from any directory (a file path made absolute)."""
+    from agentbench_poad.rl.algorithm import loaded_spec
+
+    return loaded_spec(algorithm) or str(algorithm.name)
 
 
 def _check_agent_spec(spec: str) -> str | None:
@@ -275,7 +290,7 @@ def load_study(
     out_dir = Path(out) if out is not None else Path("study-runs") / _slug(name)
     records_dir = Path(records) if records is not None else out_dir / "records"
     agent_specs = [a for g in groups if isinstance(g, dict) for a in g.get("agents", [])]
-    trainable, loadable, broken = _trainable(agent_specs, path.parent)
+    trainable, broken = _trainable(agent_specs, path.parent)
     budgets = head.get("total_steps", {})
     if not isinstance(budgets, dict):
         problems.append("[study] total_steps must be a table: env id -> env steps")
@@ -397,7 +412,7 @@ def load_study(
                     )
                     continue
                 # Built-ins by name; a user's algorithm by the spec that loads it anywhere.
-                cell_agent = loadable.get(agent) or loadable.get(str(agent).lower())
+                cell_agent = _cell_agent(algorithm)
                 run_name = _slug(str(algorithm.name)) + (f"__{_slug(label)}" if label else "")
                 group_dirs = []
                 for seed in seeds:
