@@ -229,9 +229,13 @@ def _trainable(
 def _cell_agent(algorithm: Any) -> str:
     """How a training cell names its algorithm: a built-in by name, a user's algorithm by the
     spec that loads it from any directory (a file path made absolute)."""
+    from agentbench_poad.baselines import ALGORITHMS, get_algorithm
     from agentbench_poad.rl.algorithm import loaded_spec
 
-    return loaded_spec(algorithm) or str(algorithm.name)
+    name = str(algorithm.name)
+    if name in ALGORITHMS and get_algorithm(name) is algorithm:
+        return name
+    return loaded_spec(algorithm) or name
 
 
 def _check_agent_spec(spec: str) -> str | None:
