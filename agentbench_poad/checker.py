@@ -23,6 +23,16 @@ from gymnasium.utils.env_checker import check_env
 #: Open-action environments get these actions unless the caller passes its own.
 DEFAULT_OPEN_ACTIONS: tuple[str, ...] = ("pass", "")
 INVALID_ACTION = "this action does not exist #42"
+#: What a hostile agent might send (issue 33): NUL and other control characters, an ANSI escape,
+#: a bidi override, a lone surrogate (invalid UTF-8 decoded with ``surrogateescape``), a
+#: non-character, an emoji and a long line. The next observation must still be in the space
+#: and every text of ``info`` in the charset.
+ADVERSARIAL_ACTION = (
+    "\x00\x07\x1b[2J\u202e\u2066\udc80\ufffe\U0001f600 hostile"
+    + "\x00" * 64
+    + "x" * 20_000
+    + "\r\n\x0b\x0c\x7f\x85"
+)
 
 
 class TextEnvCheckError(AssertionError):
@@ -86,6 +96,36 @@ def _check_invalid_action_is_noop(env: gym.Env, seed: int, max_steps: int) -> No
             "an unavailable action must be a no-op, but the valid actions after it lead elsewhere "
             f"(step {diff}):\n  without: {without[diff]!r}\n  after:   {with_invalid[diff]!r}"
         )
+
+
+def _info_texts(value: Any) -> list[str]:
+    """Every str inside an info value (lists, tuples and dicts walked)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in (*_info_texts(k), *_info_texts(v))]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _info_texts(v)]
+    return []
+
+
+def _check_adversarial_step(env: gym.Env, seed: int) -> None:
+    """After :data:`ADVERSARIAL_ACTION` the observation is in the space and info is printable."""
+    env.reset(seed=seed)
+    observation, reward, _, _, info = env.step(ADVERSARIAL_ACTION)
+    where = "the step after an adversarial action (NUL, bidi, surrogate, 20k characters)"
+    _check_observation(env, observation, info, where=where)
+    if not isinstance(reward, (int, float)) or not math.isfinite(reward):
+        _fail(f"{where}: reward must be a finite float, got {reward!r}")
+    charset = env.observation_space.character_set
+    for key, value in info.items():
+        for text in _info_texts(value):
+            bad = sorted({c for c in text if c not in charset})
+            if bad:
+                _fail(
+                    f"{where}: info[{key!r}] holds characters outside the charset {bad[:10]!r}; "
+                    "pass texts that come from the agent through agentbench_poad.core.to_text"
+                )
 
 
 def _avail(info: dict[str, Any]) -> list[str] | None:
@@ -184,6 +224,7 @@ def check_text_env(
             _fail("after an unavailable action the next observation must say why")
         if not (terminated or truncated):
             _check_invalid_action_is_noop(env, seeds[0], max_steps)
+    _check_adversarial_step(env, seeds[0])
     render_mode = getattr(unwrapped, "render_mode", None)
     if render_mode == "ansi" and not isinstance(env.render(), str):
         _fail("render() in 'ansi' mode must return a str")

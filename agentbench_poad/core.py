@@ -3,8 +3,9 @@
 Contract (see DESIGN.md):
 
 * ``observation_space`` and ``action_space`` are :class:`gymnasium.spaces.Text` over
-  :data:`CHARSET` (printable ASCII). Observations are passed through :func:`to_text`, which
-  escapes anything outside the charset, so every observation is in the space.
+  :data:`CHARSET` (printable ASCII). Observations, and ``info`` texts that come from outside
+  the env's code, are passed through :func:`to_text`, which escapes anything outside the
+  charset and caps the length, so every observation is in the space whatever the agent wrote.
 * ``reset(seed=...)`` returns ``(prompt, info)``; all randomness flows from ``self.np_random``.
 * ``info["available_actions"]`` is a list of strings in restricted-action environments and
   ``None`` in open-action ones; ``info["action_valid"]`` says whether the last action was taken.
@@ -19,6 +20,7 @@ bookkeeping so that the contract is enforced in one place.
 
 from __future__ import annotations
 
+import re
 import string
 from typing import Any, ClassVar
 
@@ -40,24 +42,85 @@ def text_space(max_length: int, *, min_length: int = 0) -> Text:
     return Text(max_length=max_length, min_length=min_length, charset=CHARSET)
 
 
-def to_text(text: str, max_length: int = MAX_OBSERVATION_LENGTH) -> str:
-    """Make ``text`` a member of a :func:`text_space` of ``max_length``.
+#: What :func:`to_text` puts in place of the middle of an over-long text.
+TRUNCATION_MARKER = "\n...[truncated]...\n"
 
-    Characters outside :data:`CHARSET` are written as Python escapes (``\\u2581``) and an
-    over-long text keeps its head and tail around a marker, so nothing raises and the reader
-    can still see what was there.
+
+def escape_char(c: str) -> str:
+    """A visible, printable-ASCII spelling of one character: ``\\x00``, ``\\u202e``, ``\\U0001f600``.
+
+    The Python escape of the code point, so a lone surrogate (``\\udc80``, what invalid UTF-8
+    decodes to with ``surrogateescape``) is spelled too.
     """
-    if not all(c in _CHARSET_SET for c in text):
-        text = "".join(
-            c if c in _CHARSET_SET else c.encode("ascii", "backslashreplace").decode("ascii")
-            for c in text
-        )
-    if len(text) > max_length:
-        marker = "\n...[truncated]...\n"
-        keep = max_length - len(marker)
-        head = keep // 2
-        text = text[:head] + marker + text[len(text) - (keep - head) :]
-    return text
+    o = ord(c)
+    if o < 0x100:
+        return f"\\x{o:02x}"
+    if o < 0x10000:
+        return f"\\u{o:04x}"
+    return f"\\U{o:08x}"
+
+
+def to_text(text: str, max_length: int = MAX_OBSERVATION_LENGTH) -> str:
+    """Make ``text`` a member of a :func:`text_space` of ``max_length``: the one sanitiser.
+
+    Every text that reaches an observation or an ``info`` field from outside an env's own code
+    (sandbox output, exception messages, echoed actions and code, dataset names and values)
+    goes through here. Characters outside :data:`CHARSET` (NUL and other control characters,
+    bidi overrides, lone surrogates, any non-ASCII) are written as escapes
+    (:func:`escape_char`), and an over-long text keeps its head and tail around
+    :data:`TRUNCATION_MARKER`, so nothing raises and the reader can still see what was there.
+    Anything that is not a ``str`` is first turned into one with ``str()``.
+    """
+    if not isinstance(text, str):
+        text = str(text)
+    if max_length < 0:
+        raise ValueError(f"max_length must be >= 0, got {max_length}")
+    escaped = _escape(text)
+    if len(escaped) <= max_length:
+        return escaped
+    marker = TRUNCATION_MARKER if max_length >= 4 * len(TRUNCATION_MARKER) else ""
+    keep = max_length - len(marker)
+    head, tail = keep // 2, keep - keep // 2
+    # Every character escapes to at least one, so the ends of the escaped text are the escaped
+    # ends of the text (a 1 MB line costs no more than its two ends).
+    end = _escape(text[max(0, len(text) - tail) :])[-tail:] if tail else ""
+    return _escape(text[:head])[:head] + marker + end
+
+
+def _escape(text: str) -> str:
+    if _CHARSET_SET.issuperset(text):
+        return text
+    return "".join(c if c in _CHARSET_SET else escape_char(c) for c in text)
+
+
+#: Characters a reader of a record or report page should never get raw: C0/C1 controls (tab and
+#: newlines aside), DEL, bidi controls, lone surrogates and the non-characters U+FFFE/U+FFFF.
+_UNSAFE_FOR_DISPLAY = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+    "\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+)
+
+
+def display_text(text: str) -> str:
+    """``text`` with the characters of :data:`_UNSAFE_FOR_DISPLAY` escaped like :func:`to_text`.
+
+    For texts shown to people (report pages) rather than put in a Text space: printable
+    Unicode (``±``, ``×``, accents) stays as it is; no length cap.
+    """
+    return _UNSAFE_FOR_DISPLAY.sub(lambda m: escape_char(m.group()), text)
+
+
+def display_safe(value: Any) -> Any:
+    """A copy of ``value`` (dicts, lists, tuples walked) with :func:`display_text` on every str."""
+    if isinstance(value, str):
+        return display_text(value)
+    if isinstance(value, dict):
+        return {display_safe(k): display_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [display_safe(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(display_safe(v) for v in value)
+    return value
 
 
 def check_action_type(action: object) -> str:
@@ -71,7 +134,9 @@ def check_action_type(action: object) -> str:
 
 def invalid_action_note(action: str, available_actions: list[str] | None = None) -> str:
     """The line an observation carries after an unavailable action."""
-    shown = action if len(action) <= 80 else action[:77] + "..."
+    shown = _escape(action[:80])  # the agent's text: escaped, so the note fits any Text space
+    if len(shown) > 80 or len(action) > 80:
+        shown = shown[:77] + "..."
     note = f'The action "{shown}" is not available here, so nothing happened.'
     if available_actions:
         note += " Choose one of the listed actions."

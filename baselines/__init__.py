@@ -3,7 +3,9 @@
 * :mod:`.oracle` -- scripted agents that solve every task from the environment state;
 * :mod:`.random` -- a uniformly random agent over the available actions;
 * :mod:`.poad`, :mod:`.ntpo`, :mod:`.twosome` -- the reference RL agents (need the ``train`` extra);
-  :func:`get_algorithm` finds them by name and users' own algorithms by spec.
+* :mod:`.grpo`, :mod:`.gigpo` -- critic-free group baselines (GRPO, GiGPO) on the same protocol.
+
+:func:`get_algorithm` finds them by name and users' own algorithms by spec.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ ALGORITHMS: dict[str, str] = {
     "poad": "agentbench_poad.baselines.poad:POAD",
     "ntpo": "agentbench_poad.baselines.ntpo:NTPO",
     "twosome": "agentbench_poad.baselines.twosome:TWOSOME",
+    "grpo": "agentbench_poad.baselines.grpo:GRPO",
+    "gigpo": "agentbench_poad.baselines.gigpo:GiGPO",
 }
 
 

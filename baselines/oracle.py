@@ -1,5 +1,8 @@
-"""Scripted oracles: ``make_oracle(env)`` returns an agent that solves the env's task.
+"""Oracles: ``make_oracle(env)`` returns the anchor agent of the env's family.
 
+Overcooked and VirtualHome get exact optima (the best return the env admits, for every episode
+seed: ``oracle_overcooked``, ``oracle_virtualhome``); DataSciCoding's best is not computable,
+so its agent is a scripted known-good body named "scripted" on the board, not an upper bound.
 An oracle reads the environment *state* (not only the prompt), so it is bound to one env
 instance. Each family provides its oracle in ``oracle_<family>.py`` as ``make_<family>_oracle``;
 this module only dispatches on the env's family (its registered facts,

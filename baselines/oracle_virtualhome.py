@@ -5,6 +5,13 @@ engine's own transition function, so its plans are exactly the shortest ones an 
 from ``info["available_actions"]`` can achieve (6 steps for Food Preparation and its variants,
 11 for Entertainment, REFERENCE_SPEC.md sections 2.2-2.3). It re-plans at every call from the
 state of the env it was made for, so it recovers if something else stepped the env.
+
+It is an exact optimum, not a script: the scene is deterministic (the reset seed changes
+nothing), the reward is +1 on the completing step and 0 otherwise, and an action that is not
+offered (or fails) leaves the state unchanged at no gain. So every successful episode returns
+1, the undiscounted maximum, and a shortest plan of ``n`` steps maximises the discounted return
+``γ**(n-1)`` too; the plans (6 and 11 steps) fit the 50-step limit.
+``tests/test_oracle_bound.py`` checks the committed records against both bounds.
 """
 
 from __future__ import annotations

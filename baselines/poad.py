@@ -149,7 +149,11 @@ class POAD(PPOAgent):
 
     # -- credit assignment ----------------------------------------------------------------------
     def compute_advantages(self, buffer: RolloutBuffer) -> None:
-        """Token-level GAE with the BAD backup (``intra_gamma = 1``)."""
+        """Token-level GAE with the BAD backup (``intra_gamma = 1``).
+
+        At a time-limit truncation the last token's target bootstraps from the value before the
+        first token of the observation the episode was cut at (``buffer.final_values()``).
+        """
         values, mask = buffer.value_grid()
         buffer.advantages, buffer.returns = token_level_gae(
             buffer.rewards(),
@@ -160,6 +164,8 @@ class POAD(PPOAgent):
             gamma=self.config.gamma,
             lam=self.config.lam,
             intra_gamma=self.intra_gamma(),
+            truncated=buffer.truncations(),
+            final_values=buffer.final_values(),
         )
 
     # -- loss granularity: one PPO term per action token ----------------------------------------

@@ -13,7 +13,9 @@ TWOSOME needs the list of offered actions: it cannot run in open-action environm
 This is the paper's re-implementation (ADRL's "APPO" trainer), with our deviations: advantages
 are normalised per minibatch (the reference did it per accumulation chunk, so accumulation
 changed the update), no learning-rate annealing, and the KL guard skips one minibatch's policy
-step (TWOSOME's own code stopped the iteration).
+step (TWOSOME's own code stopped the iteration) on the exact KL of the candidate categorical, the
+guard every agent shares (docs/agents.md; TWOSOME's code used the k3 estimate on the chosen
+action).
 """
 
 from __future__ import annotations
@@ -115,7 +117,8 @@ class TWOSOME(PPOAgent):
 
     # -- credit assignment ----------------------------------------------------------------------
     def compute_advantages(self, buffer: RolloutBuffer) -> None:
-        """Action-level GAE: one advantage per action."""
+        """Action-level GAE: one advantage per action; a time-limit truncation bootstraps from
+        the value of the observation the episode was cut at (``buffer.final_values()``)."""
         values, _ = buffer.value_grid()
         buffer.advantages, buffer.returns = action_level_gae(
             buffer.rewards(),
@@ -124,6 +127,8 @@ class TWOSOME(PPOAgent):
             buffer.next_values,
             gamma=self.config.gamma,
             lam=self.config.lam,
+            truncated=buffer.truncations(),
+            final_values=buffer.final_values(),
         )
 
     # -- loss granularity: one PPO term per action ----------------------------------------------
@@ -157,7 +162,8 @@ class TWOSOME(PPOAgent):
         )
         chosen = torch.stack([c[i] for c, i in zip(categoricals, batch.extras["index"])])
         entropy = torch.stack([-(c.exp() * c).sum() for c in categoricals])
-        return PolicyEvaluation(chosen[:, None], entropy[:, None])
+        # The shared KL guard (PPOAgent.guard_kl) reads the categoricals from here.
+        return PolicyEvaluation(chosen[:, None], entropy[:, None], categoricals)
 
     def evaluate_values(self, batch: PPOBatch) -> torch.Tensor:
         features = torch.stack(list(batch.extras["features"])).to(self.policy.device)

@@ -89,6 +89,51 @@ def read_learning_curve(run_dir: Path) -> list[tuple[float, float]]:
     return sorted(pairs)
 
 
+#: metrics.jsonl keys of the KL guard's count per update, and the names runs logged before
+#: issue 27 used for them.
+_POLICY_STEP_KEYS = {
+    "policy_steps_taken": "policy_steps",
+    "policy_steps_skipped": "skipped_kl",
+}
+
+
+def read_policy_steps(run_dir: Path) -> dict[str, int | None]:
+    """Policy steps PPO took and the KL guard skipped over a run (sums over its updates).
+
+    ``{"policy_steps_taken": n, "policy_steps_skipped": m}``; a count is None when the run's
+    metrics do not log it (or there are no metrics).
+    """
+    metrics = Path(run_dir) / "metrics.jsonl"
+    sums: dict[str, int | None] = dict.fromkeys(_POLICY_STEP_KEYS)
+    if not metrics.exists():
+        return sums
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(row, dict):
+            continue
+        for key, old_key in _POLICY_STEP_KEYS.items():
+            value = row.get(key, row.get(old_key))
+            if isinstance(value, (int, float)):
+                sums[key] = (sums[key] or 0) + int(value)
+    return sums
+
+
+def _summed_policy_steps(run_dirs: Sequence[Path]) -> dict[str, Any]:
+    """The record's ``training`` fields of the KL guard: totals over runs and per seed run."""
+    counts = [read_policy_steps(r) for r in run_dirs]
+    out: dict[str, Any] = {}
+    for key in _POLICY_STEP_KEYS:
+        values = [c[key] for c in counts]
+        out[key] = None if any(v is None for v in values) else sum(v for v in values if v)
+    taken, skipped = out["policy_steps_taken"], out["policy_steps_skipped"]
+    total = None if taken is None or skipped is None else taken + skipped
+    out["policy_steps_skipped_fraction"] = skipped / total if total else None
+    return out
+
+
 def _curve_label(run_dirs: Sequence[str | Path]) -> str:
     """What the runs' learning-curve points are: greedy or sampled evaluations (the config's
     ``eval_greedy``; runs written before that field existed evaluated greedily)."""
@@ -246,12 +291,22 @@ def record_from_runs(
     best = [b | {"seed": int(s)} for s, r in runs.items() if (b := read_best_code(Path(r)))]
     best_code = max(best, key=lambda b: b["reward"]) if best else None
     total_steps = first.get("total_steps")
+    sources = {json.dumps(c.get("config_source"), sort_keys=True) for c in configs}
+    if len(sources) > 1:
+        raise RecordError(
+            "the runs were trained with configs from different sources "
+            f"(config_source: {sorted(sources)}); a record combines runs of one configuration"
+        )
     training = {
         "env_id": train_env,
         "runs": list(runs.values()),
         "total_steps": int(total_steps) if isinstance(total_steps, (int, float)) else None,
         "best_code": best_code,
+        # The KL guard's count, summed over the runs' updates (docs/agents.md, "One KL guard").
+        **_summed_policy_steps(run_dirs),
     }
+    if first.get("config_source") is not None:  # a study's tuning chose the config
+        training["config_source"] = first["config_source"]
     if first.get("algorithm_source") is not None:  # the algorithm's class spec and its version
         training["algorithm"] = first["algorithm_source"]
     suffix = None

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentbench_poad.leaderboard.config_source import check_config_source
 from agentbench_poad.leaderboard.schema import (
     RECORD_KIND,
     SCHEMA_VERSION,
@@ -214,6 +215,7 @@ def add_record(
     """
     record = {k: v for k, v in record.items() if not k.startswith("_")}
     validate_record(record, source=f"record {record.get('record_id')!r}")
+    check_config_source(record)  # a tuned record must use its spec's chosen config (issue 27)
     path = store_path(store) / f"{record['record_id']}.json"
     if path.exists() and not replace:
         raise RecordError(

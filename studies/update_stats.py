@@ -26,6 +26,8 @@ import math
 from pathlib import Path
 
 STATISTICS = ("approx_kl", "policy_grad_norm", "policy_steps", "skipped_kl")
+#: The names newer runs log these under (issue 27: ``policy_steps_taken``/``_skipped``).
+_RENAMED = {"policy_steps": "policy_steps_taken", "skipped_kl": "policy_steps_skipped"}
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
@@ -49,7 +51,9 @@ def summarise(lines: list[dict]) -> dict:
     for name, rows in groups.items():
         summary[name] = {"updates": len(rows)}
         for key in STATISTICS:
-            summary[name][key] = _mean([row.get(key) for row in rows])
+            summary[name][key] = _mean(
+                [row[key] if key in row else row.get(_RENAMED.get(key, key)) for row in rows]
+            )
     entropies = [row["entropy"] for row in lines if row.get("entropy") is not None]
     summary["entropy_first"] = entropies[0] if entropies else None
     summary["entropy_last"] = entropies[-1] if entropies else None

@@ -148,7 +148,7 @@ def test_round_trip_and_cli_overrides():
 
 
 def test_registry():
-    assert set(ALGORITHMS) == {"poad", "ntpo", "twosome"}
+    assert set(ALGORITHMS) == {"poad", "ntpo", "twosome", "grpo", "gigpo"}
     assert get_algorithm("POAD") is POAD and get_algorithm("ntpo") is NTPO
     assert get_algorithm("twosome") is TWOSOME
     for name in ALGORITHMS:
@@ -170,10 +170,10 @@ def test_shared_machinery_never_asks_which_algorithm_runs():
     import inspect
     import re
 
-    from agentbench_poad.rl import advantages, buffer, config, ppo, trainer
+    from agentbench_poad.rl import advantages, buffer, config, group_rollout, ppo, trainer
 
-    pattern = re.compile(r"""(==|!=|\bin\b)\s*\(?\s*["'](poad|ntpo|twosome)["']""", re.I)
-    for module in (advantages, buffer, config, ppo, trainer):
+    pattern = re.compile(r"""(==|!=|\bin\b)\s*\(?\s*["'](poad|ntpo|twosome|grpo|gigpo)["']""", re.I)
+    for module in (advantages, buffer, config, ppo, trainer, group_rollout):
         assert not pattern.search(inspect.getsource(module)), module.__name__
 
 

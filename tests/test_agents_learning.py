@@ -59,7 +59,7 @@ def test_one_update_on_overcooked_changes_policy_and_critic(agent, tiny_model):
     values, mask = buffer.value_grid()
     assert buffer.advantages.shape == (values.shape if agent != "twosome" else values.shape[:2])
     metrics = algorithm.update(buffer, torch.Generator().manual_seed(1))
-    assert metrics["policy_steps"] == config.epochs * config.num_minibatches
+    assert metrics["policy_steps_taken"] == config.epochs * config.num_minibatches
     assert np.isfinite(metrics["value_loss"]) and np.isfinite(metrics["policy_loss"])
     assert any(not torch.equal(a, b) for a, b in zip(lora_before, policy.trainable_parameters()))
     assert any(not torch.equal(a, b) for a, b in zip(critic_before, algorithm.critic.parameters()))
@@ -253,7 +253,7 @@ def test_empty_generated_action_keeps_its_state_value(tiny_model):
                 [0.5] * max(len(s.token_ids), 1),
                 features[i, : max(len(s.token_ids), 1)],
                 reward=1.0,
-                done=True,
+                terminated=True,
             )
             for i, (p, s) in enumerate(zip(prompts, samples))
         ]
@@ -286,7 +286,7 @@ def test_critic_only_mode_leaves_the_policy_alone(tiny_model, tmp_path):
     import json
 
     record = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
-    assert record["policy_steps"] == 0 and record["value_loss"] > 0
+    assert record["policy_steps_taken"] == 0 and record["value_loss"] > 0
 
 
 @pytest.mark.parametrize("agent", ["poad", "twosome"])

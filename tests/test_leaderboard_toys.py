@@ -15,7 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from agentbench_poad.core import TextEnv, invalid_action_note, text_space
+from agentbench_poad.core import TextEnv, invalid_action_note, text_space, to_text
 from agentbench_poad.registration import SUCCESS_OPEN, EnvFamily, TaskRow, register_family
 
 CORRIDOR_ID = "LeaderboardToy-Corridor-v0"
@@ -83,7 +83,8 @@ class CodeEnv(TextEnv):
         info = {"available_actions": None, "action_valid": True}
         if ok:
             return "ran", value, True, False, info
-        return f"error: {action!r} is not a number in [0, 1]", -1.0, False, self.attempts >= 3, info
+        error = to_text(f"error: {action!r} is not a number in [0, 1]", 512)
+        return error, -1.0, False, self.attempts >= 3, info
 
 
 def register_toys() -> None:

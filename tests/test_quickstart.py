@@ -35,7 +35,7 @@ def test_quickstart_writes_a_record_per_row_and_the_report(quickstart, capsys):
     for key in ("seeds", "episodes_per_seed", "reset_seed_rule"):
         assert base["protocol"][key] == trained["protocol"][key], key
     assert base["config"]["env_kwargs"] == trained["config"]["env_kwargs"]
-    assert ("DataSciCoding-iris-v0", "oracle") in agents
+    assert ("DataSciCoding-iris-v0", "scripted") in agents
     assert ("DataSciCoding-iris-v0", "random") in agents
     for r in records.values():
         if r["agent"]["name"] in ("poad", "ntpo", "twosome"):
@@ -47,7 +47,7 @@ def test_quickstart_writes_a_record_per_row_and_the_report(quickstart, capsys):
     dsc_oracle = next(
         r
         for r in records.values()
-        if r["env"]["id"] == "DataSciCoding-iris-v0" and r["agent"]["name"] == "oracle"
+        if r["env"]["id"] == "DataSciCoding-iris-v0" and r["agent"]["name"] == "scripted"
     )
     assert dsc_oracle["scores"]["metric"] == "final_auc"
     assert 0.5 < dsc_oracle["scores"]["mean"] <= 1.0

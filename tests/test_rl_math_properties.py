@@ -556,8 +556,8 @@ def test_kl_skip_matches_the_loop(seed, size, width, target_kl, epochs, lr):
     for (kl, _), got, want in zip(seen, taken, expected):
         if target_kl is None or not math.isclose(kl, target_kl, rel_tol=1e-9, abs_tol=1e-12):
             assert got == want, (kl, target_kl, taken, expected)
-    assert metrics["skipped_kl"] == len(seen) - sum(taken)
-    assert metrics["policy_steps"] == sum(taken)
+    assert metrics["policy_steps_skipped"] == len(seen) - sum(taken)
+    assert metrics["policy_steps_taken"] == sum(taken)
     assert math.isclose(
         metrics["approx_kl"], sum(kl for kl, _ in seen) / len(seen), rel_tol=1e-9, abs_tol=1e-12
     )
@@ -652,3 +652,307 @@ def shared_tiny_policy(tiny_model):
     normalization = policy.normalization
     yield policy
     policy.normalization = normalization
+
+
+# -- time-limit truncation (issue 27 item 2) ------------------------------------------------------
+def loop_token_gae_with_time_limits(
+    rewards, values, lengths, terminated, truncated, final_values, next_value, gamma, lam, intra
+):
+    """Gymnasium's rule, one env and one token at a time: after a terminal step nothing follows;
+    after a time-limit truncation the observation it stopped at is worth ``final_values[t]`` and
+    no advantage follows (the next step is another episode); otherwise the next step follows."""
+    steps, envs = len(rewards), len(rewards[0])
+    width = len(values[0][0])
+    adv = [[[0.0] * width for _ in range(envs)] for _ in range(steps)]
+    ret = [[[0.0] * width for _ in range(envs)] for _ in range(steps)]
+    for i in range(envs):
+        following_value, following_advantage = next_value[i], 0.0
+        for t in reversed(range(steps)):
+            if terminated[t][i]:
+                following_value, following_advantage = 0.0, 0.0
+            elif truncated[t][i]:
+                following_value, following_advantage = final_values[t][i], 0.0
+            n = lengths[t][i]
+            v = values[t][i]
+            for j in reversed(range(n)):
+                if j == n - 1:
+                    delta = rewards[t][i] + gamma * following_value - v[j]
+                    a = delta + gamma * lam * following_advantage
+                else:
+                    a = intra * v[j + 1] - v[j] + intra * lam * a
+                adv[t][i][j] = a
+                ret[t][i][j] = a + v[j]
+            following_value, following_advantage = v[0], adv[t][i][0]
+    return np.array(adv), np.array(ret)
+
+
+@st.composite
+def time_limited_rollouts(draw):
+    """A rollout whose steps terminate, truncate or go on anywhere (rates 0 to 1 each)."""
+    case = draw(rollouts())
+    rng = np.random.default_rng(case["seed"] + 1)
+    shape = (case["steps"], case["envs"])
+    end_rate = draw(st.sampled_from([0.0, 0.2, 0.5, 1.0]))
+    truncated_share = draw(st.sampled_from([0.0, 0.5, 1.0]))
+    ends = rng.random(shape) < end_rate
+    cut = ends & (rng.random(shape) < truncated_share)
+    final_values = rng.normal(scale=3.0, size=shape)
+    # Where nothing was truncated the final values are never read: junk there must not matter.
+    final_values = np.where(cut, final_values, rng.choice([np.nan, np.inf, 1e30], size=shape))
+    return case, ends & ~cut, cut, final_values
+
+
+@settings(SETTINGS, max_examples=100)
+@given(
+    drawn=time_limited_rollouts(),
+    discount=discounts(),
+    kind=st.sampled_from(["numpy", "torch"]),
+    dtype=st.sampled_from([np.float64, np.float32]),
+)
+@example(  # width 8: the NumPy strided-out defect's stride (docs/numpy-strided-out-defect.md)
+    drawn=(
+        dict(seed=3, steps=16, envs=8, width=8, done_rate=0.0, full_row=True),
+        np.eye(16, 8, dtype=bool),
+        np.eye(16, 8, k=-2, dtype=bool),
+        np.full((16, 8), 2.5),
+    ),
+    discount=(0.9, 0.95, 1.0),
+    kind="numpy",
+    dtype=np.float64,
+)
+def test_token_gae_bootstraps_time_limits_like_the_loop(drawn, discount, kind, dtype):
+    case, terminated, truncated, final_values = drawn
+    gamma, lam, intra_gamma = discount
+    rewards, values, mask, _, next_value = make_rollout(**case)
+    dones = terminated | truncated
+    inputs = [as_kind(x, kind, dtype) for x in (rewards, values, mask, dones, next_value)]
+    cut, final = as_kind(truncated, kind, dtype), as_kind(final_values, kind, np.float64)
+    adv, ret = token_level_gae(
+        *inputs,
+        gamma=gamma,
+        lam=lam,
+        intra_gamma=intra_gamma,
+        truncated=cut,
+        final_values=final,
+    )
+    r, v, _, _, nv = (to_numpy(x).astype(np.float64) for x in inputs)
+    ref_adv, ref_ret = loop_token_gae_with_time_limits(
+        r.tolist(),
+        v.tolist(),
+        mask.sum(-1).tolist(),
+        terminated.tolist(),
+        truncated.tolist(),
+        np.where(truncated, final_values, 0.0).tolist(),
+        nv.tolist(),
+        gamma,
+        lam,
+        intra_gamma,
+    )
+    assert type(adv) is type(inputs[1]) and adv.dtype == inputs[1].dtype
+    adv, ret = to_numpy(adv).astype(np.float64), to_numpy(ret).astype(np.float64)
+    atol = tolerance(dtype, ref_adv, ref_ret, np.where(truncated, final_values, 0.0))
+    np.testing.assert_allclose(adv, ref_adv, rtol=0, atol=atol)
+    np.testing.assert_allclose(ret, ref_ret, rtol=0, atol=atol)
+    assert np.all(adv[~mask] == 0) and np.all(ret[~mask] == 0)
+
+
+@settings(SETTINGS, max_examples=100)
+@given(
+    drawn=time_limited_rollouts(),
+    gamma=DISCOUNTS,
+    lam=DISCOUNTS,
+    kind=st.sampled_from(["numpy", "torch"]),
+    dtype=st.sampled_from([np.float64, np.float32]),
+)
+def test_action_gae_bootstraps_time_limits_like_the_loop(drawn, gamma, lam, kind, dtype):
+    """Width 1 of the token loop is the action-level rule (TWOSOME)."""
+    case, terminated, truncated, final_values = drawn
+    rewards, values, _, _, next_value = make_rollout(**case)
+    values = np.nan_to_num(values[..., :1])
+    inputs = [
+        as_kind(x, kind, dtype) for x in (rewards, values[..., 0], terminated | truncated)
+    ] + [as_kind(next_value, kind, dtype)]
+    adv, ret = action_level_gae(
+        *inputs,
+        gamma=gamma,
+        lam=lam,
+        truncated=as_kind(truncated, kind, dtype),
+        final_values=as_kind(final_values, kind, np.float64),
+    )
+    r, v, _, nv = (to_numpy(x).astype(np.float64) for x in inputs)
+    ref_adv, ref_ret = loop_token_gae_with_time_limits(
+        r.tolist(),
+        v[..., None].tolist(),
+        np.ones(r.shape, dtype=int).tolist(),
+        terminated.tolist(),
+        truncated.tolist(),
+        np.where(truncated, final_values, 0.0).tolist(),
+        nv.tolist(),
+        gamma,
+        lam,
+        1.0,
+    )
+    atol = tolerance(dtype, ref_adv, ref_ret, np.where(truncated, final_values, 0.0))
+    np.testing.assert_allclose(to_numpy(adv).astype(np.float64), ref_adv[..., 0], rtol=0, atol=atol)
+    np.testing.assert_allclose(to_numpy(ret).astype(np.float64), ref_ret[..., 0], rtol=0, atol=atol)
+
+
+@SETTINGS
+@given(drawn=time_limited_rollouts(), discount=discounts())
+def test_no_truncation_is_the_old_estimator(drawn, discount):
+    """All-zero ``truncated``: bit-identical to passing none (every done terminal)."""
+    case, terminated, _, final_values = drawn
+    gamma, lam, intra_gamma = discount
+    rewards, values, mask, _, next_value = make_rollout(**case)
+    kwargs = dict(gamma=gamma, lam=lam, intra_gamma=intra_gamma)
+    plain = token_level_gae(rewards, values, mask, terminated, next_value, **kwargs)
+    none_cut = token_level_gae(
+        rewards,
+        values,
+        mask,
+        terminated,
+        next_value,
+        truncated=np.zeros(terminated.shape),
+        final_values=final_values,
+        **kwargs,
+    )
+    for a, b in zip(plain, none_cut):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_truncation_inputs_are_checked():
+    rewards, values, mask, dones, next_value = make_rollout(0, 3, 2, 4, done_rate=0.0)
+    cut = np.zeros(dones.shape)
+    cut[1, 0] = 1.0
+    final = np.ones(dones.shape)
+    kwargs = dict(gamma=0.9, lam=0.9, intra_gamma=1.0)
+    with pytest.raises(ValueError, match="truncated is 1 where dones is 0"):
+        token_level_gae(
+            rewards, values, mask, dones, next_value, truncated=cut, final_values=final, **kwargs
+        )
+    with pytest.raises(ValueError, match="together"):
+        action_level_gae(
+            rewards, values[..., 0], dones, next_value, gamma=0.9, lam=0.9, truncated=cut
+        )
+    dones = cut.astype(bool)
+    final[1, 0] = np.nan
+    with pytest.raises(ValueError, match="final_values contains NaN"):
+        action_level_gae(
+            np.nan_to_num(rewards),
+            np.nan_to_num(values[..., 0]),
+            dones,
+            next_value,
+            gamma=0.9,
+            lam=0.9,
+            truncated=cut,
+            final_values=final,
+        )
+    with pytest.raises(ValueError, match="truncated must be"):
+        action_level_gae(
+            rewards,
+            np.nan_to_num(values[..., 0]),
+            dones,
+            next_value,
+            gamma=0.9,
+            lam=0.9,
+            truncated=cut * 0.5,
+            final_values=np.ones(cut.shape),
+        )
+
+
+# -- the shared KL guard (issue 27 item 1) --------------------------------------------------------
+@SETTINGS
+@given(
+    seed=st.integers(0, 2**16),
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=8),
+    scale=st.sampled_from([0.0, 0.1, 1.0, 5.0]),
+)
+def test_candidate_kl_matches_the_loop(seed, sizes, scale):
+    from agentbench_poad.rl.ppo import candidate_kl
+
+    rng = np.random.default_rng(seed)
+    old, new = [], []
+    for k in sizes:
+        logits = rng.normal(size=k)
+        old.append(torch.log_softmax(torch.tensor(logits), 0).tolist())
+        new.append(torch.log_softmax(torch.tensor(logits + scale * rng.normal(size=k)), 0))
+    got = candidate_kl(old, new).tolist()
+    for o, n, kl in zip(old, new, got):
+        want = sum(math.exp(a) * (a - b) for a, b in zip(o, n.tolist()))
+        assert math.isclose(kl, want, rel_tol=1e-9, abs_tol=1e-12)
+        assert kl >= -1e-12
+
+
+@SETTINGS
+@given(
+    seed=st.integers(0, 2**16),
+    size=st.integers(2, 10),
+    candidates=st.integers(1, 6),
+    target_kl=st.sampled_from([0.0, 1e-4, 0.01, 0.1, 1e9]),
+    epochs=st.integers(1, 3),
+    lr=st.sampled_from([1e-3, 0.1, 1.0]),
+)
+def test_candidate_kl_guard_matches_the_loop(seed, size, candidates, target_kl, epochs, lr):
+    """With a guard over the offered actions, a policy step is taken iff the minibatch's mean
+    exact KL of the candidate categorical (recomputed here in floats) is <= target_kl."""
+    from agentbench_poad.rl.ppo import candidate_kl
+
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.nn.Parameter(torch.randn(size, candidates, generator=gen, dtype=torch.float64))
+    value_table = torch.nn.Parameter(torch.zeros(size, 1, dtype=torch.float64))
+    chosen = torch.randint(0, candidates, (size,), generator=gen)
+    with torch.no_grad():
+        old_categorical = torch.log_softmax(logits, -1)
+    batch = PPOBatch(
+        old_log_probs=old_categorical.gather(-1, chosen[:, None]),
+        advantages=torch.randn(size, 1, generator=gen, dtype=torch.float64),
+        returns=torch.randn(size, 1, generator=gen, dtype=torch.float64),
+        old_values=torch.zeros(size, 1, dtype=torch.float64),
+        mask=torch.ones(size, 1, dtype=torch.bool),
+        extras={"row": list(range(size)), "old": old_categorical.tolist()},
+    )
+    policy_optimizer = make_adamw([logits], lr)
+    critic_optimizer = make_adamw([value_table], 0.01)
+    seen = []
+
+    def evaluate_policy(minibatch):
+        rows = torch.tensor(minibatch.extras["row"])
+        categorical = torch.log_softmax(logits[rows], -1)
+        kls = [
+            sum(math.exp(a) * (a - b) for a, b in zip(o, n))
+            for o, n in zip(minibatch.extras["old"], categorical.tolist())
+        ]
+        state = policy_optimizer.state.get(logits, {})
+        seen.append((sum(kls) / len(kls), int(state.get("step", 0))))
+        entropy = -(categorical.exp() * categorical).sum(-1)
+        return PolicyEvaluation(
+            categorical.gather(-1, chosen[rows][:, None]), entropy[:, None], list(categorical)
+        )
+
+    def guard(minibatch, evaluation):
+        return candidate_kl(minibatch.extras["old"], evaluation.candidate_log_probs)
+
+    metrics = ppo_update(
+        batch,
+        evaluate_policy=evaluate_policy,
+        evaluate_values=lambda mb: value_table[torch.tensor(mb.extras["row"])],
+        policy_parameters=[logits],
+        critic_parameters=[value_table],
+        policy_optimizer=policy_optimizer,
+        critic_optimizer=critic_optimizer,
+        settings=PPOSettings(epochs=epochs, num_minibatches=2, target_kl=target_kl),
+        generator=torch.Generator().manual_seed(seed),
+        guard_kl=guard,
+    )
+    final_steps = int(policy_optimizer.state.get(logits, {}).get("step", 0))
+    taken = [
+        after - before for (_, before), after in zip(seen, [s for _, s in seen[1:]] + [final_steps])
+    ]
+    for (kl, _), got in zip(seen, taken):
+        if not math.isclose(kl, target_kl, rel_tol=1e-9, abs_tol=1e-12):
+            assert got == (1 if kl <= target_kl else 0), (kl, target_kl)
+    assert metrics["policy_steps_taken"] == sum(taken)
+    assert metrics["policy_steps_skipped"] == len(seen) - sum(taken)
+    assert math.isclose(
+        metrics["approx_kl"], sum(kl for kl, _ in seen) / len(seen), rel_tol=1e-9, abs_tol=1e-12
+    )

@@ -153,7 +153,7 @@ def run_update(settings, seed=0, shift=0.0):
 def test_kl_guard_skips_the_policy_step_only():
     settings = PPOSettings(epochs=2, num_minibatches=3, target_kl=0.02)
     policy, before, metrics = run_update(settings, shift=1.0)  # KL of a 1-nat shift >> 0.02
-    assert metrics["skipped_kl"] == 6 and metrics["policy_steps"] == 0
+    assert metrics["policy_steps_skipped"] == 6 and metrics["policy_steps_taken"] == 0
     assert metrics["approx_kl"] > 0.02
     torch.testing.assert_close(policy.w, before[0])  # policy untouched
     assert not torch.equal(policy.v, before[1])  # the critic still learned
@@ -163,7 +163,7 @@ def test_update_runs_all_minibatches_and_is_deterministic():
     settings = PPOSettings(epochs=2, num_minibatches=3, target_kl=None)
     p1, before, m1 = run_update(settings)
     p2, _, m2 = run_update(settings)
-    assert m1["policy_steps"] == 6 and m1["skipped_kl"] == 0
+    assert m1["policy_steps_taken"] == 6 and m1["policy_steps_skipped"] == 0
     assert not torch.equal(p1.w, before[0])
     torch.testing.assert_close(p1.w, p2.w, rtol=0, atol=0)
     assert m1 == m2

@@ -455,7 +455,7 @@ def test_poad_update_with_cached_states_and_sorted_chunks_equals_the_plain_updat
             observations[k], reward, terminated, truncated, infos[k] = envs[k].step(
                 record.sample.text
             )
-            record.reward, record.done = float(reward), bool(terminated or truncated)
+            record.reward, record.terminated = float(reward), bool(terminated or truncated)
         buffer.add(records)
     assert fast.policy._frozen_cache  # the rollout left the lower-layer states behind
     buffer.next_values = fast.bootstrap_values(observations)

@@ -157,7 +157,8 @@ def test_run_directory_layout(tiny_model, tmp_path):
         "value_loss",
         "approx_kl",
         "entropy",
-        "skipped_kl",
+        "policy_steps_taken",
+        "policy_steps_skipped",
         "steps_per_second",
         "success_rate",
     ):

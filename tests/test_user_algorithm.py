@@ -359,3 +359,74 @@ def test_user_algorithm_trains_beside_poad_through_the_study_and_reaches_the_rep
     text = md.read_text()
     pairwise = text[text.index("Pairwise comparison with POAD") :]
     assert "mypoad" in pairwise.split("\n#")[0]
+
+
+# -- the tuning protocol: the same search as POAD ---------------------------------------------------
+def test_user_algorithm_gets_poads_tuning_search_then_its_chosen_config(
+    tiny_model, tmp_path, monkeypatch
+):
+    """[tuning] lists the class spec beside poad: the same configurations, tuning seeds and
+    steps; --select chooses its configuration under its name; the tuned group trains and records
+    it with the same evaluation seeds as POAD, naming the tuning and the class."""
+    from agentbench_poad.study import select_configs
+
+    monkeypatch.chdir(ROOT)
+    small = {k: v for k, v in SMALL.items() if k not in ("lr", "target_kl")}
+    small.update(epochs=1, eval_every=1, eval_greedy=False, keep_checkpoints=1)
+    spec = {
+        "study": {
+            "name": "tuned",
+            "model": str(tiny_model),
+            "total_steps": {ENV: 6},
+            "overrides": small,
+        },
+        "eval": {"episodes": 2},
+        "tuning": {
+            "task": ENV,
+            "agents": ["poad", EXAMPLE],
+            "seeds": [1000, 1001],
+            "total_steps": 18,
+            "selection": "last3-sampled-return",
+            "grid": {"lr": [1e-3, 5e-2], "target_kl": [0.02, 1.0]},
+        },
+        "group": [
+            {
+                "name": "eval",
+                "tuned": True,
+                "agents": ["poad", EXAMPLE],
+                "envs": [ENV],
+                "seeds": [7],
+            }
+        ],
+    }
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(spec))
+    out = tmp_path / "out"
+
+    study = load_study(path, out=out)
+    assert sorted(study.pending) == ["eval: mypoad", "eval: poad"]
+    tuning = {}
+    for cell in study.cells:
+        name = Path(cell.run_dir).relative_to(out / "tuning" / ENV).parts[0]
+        tuning.setdefault(name, []).append(
+            (cell.overrides_json, cell.seed, cell.total_steps, cell.preset, cell.label)
+        )
+    assert sorted(tuning) == ["mypoad", "poad"] and tuning["mypoad"] == tuning["poad"]
+    assert len(tuning["poad"]) == 8
+
+    first = run_study(study, log=lambda line: None)
+    assert first.failed == [] and len(first.trained) == 16 and first.records == []
+    selections = {s.agent: s for s in select_configs(load_study(path, out=out))}
+    assert sorted(selections) == ["mypoad", "poad"]
+    second = run_study(path, out=out, log=lambda line: None)
+    assert second.failed == [] and len(second.trained) == 2 and len(second.records) == 2
+    records = {}
+    for record_path in second.records:
+        record = json.loads(Path(record_path).read_text())
+        records[record["agent"]["name"]] = record
+    ours, theirs = records["mypoad"], records["poad"]
+    assert ours["protocol"] == theirs["protocol"] and ours["protocol"]["seeds"] == [7]
+    source = ours["training"]["config_source"]
+    assert source["chosen"] == selections["mypoad"].chosen
+    assert source["tuning"] == theirs["training"]["config_source"]["tuning"]
+    assert ours["training"]["algorithm"]["spec"] == EXAMPLE

@@ -66,6 +66,12 @@ def add_parser(subparsers) -> None:
         "e.g. git add -f $(agentbench-poad study SPEC --files); run nothing",
     )
     p.add_argument(
+        "--select",
+        action="store_true",
+        help="after the tuning runs: apply the spec's selection rule and write each agent's "
+        "chosen configuration into the spec ([tuning.chosen]); run nothing",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="check the spec and list the cells with their state; run nothing",
@@ -83,6 +89,18 @@ def run_study_command(args: argparse.Namespace) -> int:
             study = study.select(args.group)
     except StudyError as exc:
         return die(str(exc))
+    if args.select:
+        from agentbench_poad.study import select_configs
+
+        try:
+            selections = select_configs(study)
+        except StudyError as exc:
+            return die(str(exc))
+        for s in selections:
+            scores = ", ".join(f"{v:.4f}" for v in s.scores)
+            print(f"{s.agent}: config{s.index} {s.chosen}  (scores per configuration: {scores})")
+        print(f"wrote [tuning.chosen] into {args.spec}")
+        return 0
     if args.files:
         from agentbench_poad.study import study_files
 
@@ -99,6 +117,8 @@ def run_study_command(args: argparse.Namespace) -> int:
                 )
             else:
                 print(f"{row['state']:<8} eval  {row['key']}  [{row['group']}]")
+        for pair in study.pending:
+            print(f"{'wait':<8} tuned {pair} (no configuration chosen yet: --select)")
         return 0
     try:
         result = run_study(

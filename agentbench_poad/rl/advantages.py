@@ -15,6 +15,14 @@ action has tokens ``w^1..w^n`` (``n`` may differ per step and env) and the token
 ``m_{t+1} = 1 − dones[t]``: ``dones[t]`` says the episode ended with step ``t`` (the env
 auto-reset), so nothing is bootstrapped across it. Returns are ``R = A + V``.
 
+Time limits (Gymnasium's ``truncated``): where ``truncated[t]`` is 1 the episode ended with step
+``t`` (``dones[t]`` is 1 too) but its state was not terminal, so the step's target bootstraps from
+the value of the observation the limit cut it at, ``final_values[t]`` (for a token critic the
+value before that observation's first token): ``δ = r_t + γ V_final − V_t`` (on the last token at
+token level), and the advantage recursion still stops there (the next step belongs to the next
+episode). This equals GAE on the reward ``r_t + γ V_final`` with the step marked done, which is
+how it is computed. Without ``truncated`` every done is terminal, as in the reference.
+
 The implementation loops over ``T`` only, on ``(N,)`` vectors: only the first token's advantage
 crosses step boundaries. Inside an action the token recursion is a reversed discounted cumulative
 sum (scaled by powers of ``cλ`` so that it is a plain cumulative sum), computed for all steps, envs
@@ -112,6 +120,37 @@ def _check_finite(name: str, x: np.ndarray, what: str) -> None:
         raise ValueError(f"{name} contains NaN or inf {what}; check the critic and the env rewards")
 
 
+def _bootstrapped_rewards(
+    rewards: np.ndarray, dones: np.ndarray, truncated: Any, final_values: Any, gamma: float
+) -> np.ndarray:
+    """``r_t + γ V_final`` at time-limit truncations, ``r_t`` elsewhere (a fresh array).
+
+    ``final_values`` is read only where ``truncated`` is 1 (anything, NaN included, elsewhere).
+    """
+    if truncated is None and final_values is None:
+        return rewards
+    if truncated is None or final_values is None:
+        raise ValueError("pass truncated and final_values together (or neither)")
+    trunc = _to_numpy(truncated)
+    final = _to_numpy(final_values)
+    if trunc.shape != rewards.shape or final.shape != rewards.shape:
+        raise ValueError(
+            f"truncated and final_values must have the rewards' shape {rewards.shape}; "
+            f"got {trunc.shape} and {final.shape}"
+        )
+    if not ((trunc == 0.0) | (trunc == 1.0)).all():
+        raise ValueError("truncated must be booleans or 0/1 (1 where a time limit ended the step)")
+    cut = trunc == 1.0
+    if (cut & (dones != 1.0)).any():
+        raise ValueError(
+            "truncated is 1 where dones is 0: a truncated step ends its episode; set dones to "
+            "terminated or truncated"
+        )
+    used = np.where(cut, final, 0.0)
+    _check_finite("final_values", used, "at truncated steps")
+    return rewards + gamma * used
+
+
 def discount_matrix(length: int, factor: float) -> np.ndarray:
     """``W[j, k] = factor ** (k − j)`` for ``k ≥ j`` else 0, shape ``(length, length)``.
 
@@ -182,6 +221,8 @@ def action_level_gae(
     *,
     gamma: float,
     lam: float,
+    truncated: Any = None,
+    final_values: Any = None,
 ) -> tuple[Any, Any]:
     """Action-level GAE (TWOSOME's backup).
 
@@ -192,13 +233,18 @@ def action_level_gae(
         next_value: ``(N,)`` value of the observation after the last rollout step.
         gamma: discount ``γ`` in ``[0, 1]``.
         lam: GAE ``λ`` in ``[0, 1]``.
+        truncated: ``(T, N)`` whether a time limit (not a terminal state) ended the episode with
+            step ``t`` (implies ``dones[t]``); None: every done is terminal.
+        final_values: ``(T, N)`` value of the observation each truncated episode stopped at
+            (read only where ``truncated``); with ``truncated``.
 
     Returns:
         ``(advantages, returns)``, each ``(T, N)``, of the same kind as ``values``.
 
     Raises:
-        ValueError: on mismatched shapes, discounts outside ``[0, 1]``, ``dones`` other than
-            0/1, or NaN/inf in the inputs.
+        ValueError: on mismatched shapes, discounts outside ``[0, 1]``, ``dones`` or
+            ``truncated`` other than 0/1, a truncation that is not a done, or NaN/inf in the
+            inputs.
     """
     _check_discounts(gamma=gamma, lam=lam)
     r = _to_numpy(rewards)
@@ -213,6 +259,7 @@ def action_level_gae(
     _check_dones(d)
     for name, x in (("rewards", r), ("values", v), ("next_value", nv)):
         _check_finite(name, x, "")
+    r = _bootstrapped_rewards(r, d, truncated, final_values, gamma)
     steps = r.shape[0]
     advantages = np.zeros_like(v)
     running = np.zeros_like(nv)
@@ -237,6 +284,8 @@ def token_level_gae(
     gamma: float,
     lam: float,
     intra_gamma: float,
+    truncated: Any = None,
+    final_values: Any = None,
 ) -> tuple[Any, Any]:
     """Token-level GAE: BAD (``intra_gamma=1``, POAD) or the naive backup (``intra_gamma=gamma``, NTPO).
 
@@ -252,6 +301,10 @@ def token_level_gae(
         lam: GAE ``λ`` (applied between steps and between tokens), in ``[0, 1]``.
         intra_gamma: discount between the tokens of one action (1 = BAD, ``gamma`` = NTPO), in
             ``[0, 1]``.
+        truncated: ``(T, N)`` whether a time limit (not a terminal state) ended the episode with
+            step ``t`` (implies ``dones[t]``); None: every done is terminal.
+        final_values: ``(T, N)`` value before the first token of the observation each truncated
+            episode stopped at (read only where ``truncated``); with ``truncated``.
 
     Returns:
         ``(advantages, returns)``, each ``(T, N, L)`` and exactly 0 at pads, of the same kind as
@@ -290,6 +343,7 @@ def token_level_gae(
     _check_dones(d)
     _check_finite("rewards", r, "")
     _check_finite("next_value", nv, "")
+    r = _bootstrapped_rewards(r, d, truncated, final_values, gamma)
 
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite values raise ValueError below
         advantages, returns = _token_gae_arrays(
@@ -423,3 +477,156 @@ def _restart_with_clean_pads(
         lam=lam,
         intra_gamma=intra_gamma,
     )
+
+
+# ------------------------------------------------------------------------------------------------
+# Group-relative advantages (critic-free agents: baselines/grpo.py, baselines/gigpo.py)
+# ------------------------------------------------------------------------------------------------
+# A group is a set of samples that share something the policy cannot change: GRPO's and GiGPO's
+# episode groups are the G episodes reset with the same seed; GiGPO's step groups ("anchor
+# states") are the steps, across those episodes, taken in the same observation. A sample's
+# advantage is its value (a return) relative to its group. Everything here is NumPy float64 on
+# flat arrays; the agents broadcast the results over steps.
+
+#: Values of the group agents' ``advantage_normalization``: ``"mean_std"`` divides by the group's
+#: standard deviation (GRPO, Shao et al. 2024, §4.1.2; GiGPO's ``F_norm = std``), ``"mean"``
+#: only subtracts the group mean (GiGPO's ``F_norm = 1``, the released code's ``mean_norm``).
+GROUP_NORMALIZATIONS = ("mean_std", "mean")
+
+__all__ += [
+    "GROUP_NORMALIZATIONS",
+    "anchor_state_groups",
+    "discounted_step_returns",
+    "group_relative_advantages",
+]
+
+
+def _group_index(group_ids: Any) -> tuple[np.ndarray, int]:
+    """Dense ``0..K-1`` ids of any hashable group labels, in order of first appearance."""
+    dense: dict[Any, int] = {}
+    index = np.array([dense.setdefault(g, len(dense)) for g in list(group_ids)], dtype=np.int64)
+    return index, len(dense)
+
+
+def group_relative_advantages(
+    group_ids: Any,
+    values: Any,
+    *,
+    normalization: str = "mean_std",
+    eps: float = 1e-6,
+) -> np.ndarray:
+    """Each value relative to its group: ``(x − mean_g) / (std_g + eps)`` or ``x − mean_g``.
+
+    ``std_g`` is the sample standard deviation (``ddof = 1``), as GRPO's and GiGPO's released
+    code compute it (``torch.std``). A group whose values are all equal gives exactly 0 (its
+    samples carry no signal; no rounding residue is divided by ``eps``). A group of one sample
+    gives 0: its mean is itself. This is GiGPO's rule for anchor states seen once (the released
+    code sets ``std = 1`` there, so the step advantage is ``x − x = 0`` and such a step keeps only
+    its episode advantage).
+
+    Args:
+        group_ids: ``(n,)`` hashable group labels (ints, tuples, strings ...).
+        values: ``(n,)`` finite numbers (returns).
+        normalization: ``"mean_std"`` or ``"mean"`` (:data:`GROUP_NORMALIZATIONS`).
+        eps: added to the std (``> 0``).
+
+    Returns:
+        ``(n,)`` float64 advantages.
+
+    Raises:
+        ValueError: lengths differ, a value is not finite, an unknown normalisation, ``eps <= 0``.
+    """
+    if normalization not in GROUP_NORMALIZATIONS:
+        raise ValueError(
+            f"normalization must be one of {GROUP_NORMALIZATIONS}, got {normalization!r}"
+        )
+    if not eps > 0:
+        raise ValueError(f"eps must be > 0, got {eps!r}")
+    x = _to_numpy(values).reshape(-1)
+    index, count = _group_index(group_ids)
+    if index.shape[0] != x.shape[0]:
+        raise ValueError(f"got {index.shape[0]} group ids for {x.shape[0]} values")
+    if not np.isfinite(x).all():
+        raise ValueError("group values (returns) contain NaN or inf; check the env rewards")
+    if x.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    sizes = np.bincount(index, minlength=count).astype(np.float64)
+    means = np.bincount(index, weights=x, minlength=count) / sizes
+    centered = x - means[index]
+    lows = np.full(count, np.inf)
+    highs = np.full(count, -np.inf)
+    np.minimum.at(lows, index, x)
+    np.maximum.at(highs, index, x)
+    constant = (lows == highs)[index]
+    centered = np.where(constant, 0.0, centered)
+    if normalization == "mean":
+        return centered
+    squares = np.bincount(index, weights=centered * centered, minlength=count)
+    stds = np.sqrt(squares / np.maximum(sizes - 1.0, 1.0))
+    stds = np.where(sizes > 1, stds, 1.0)  # one sample: centered is 0 anyway
+    return centered / (stds[index] + eps)
+
+
+def discounted_step_returns(rewards: Any, mask: Any, gamma: float) -> np.ndarray:
+    """``R_t = Σ_{k ≥ t} γ^{k−t} r_k`` within each episode (GiGPO's step return).
+
+    Episodes are rows of a padded ``(E, T)`` grid: ``mask[e]`` is True on the episode's real
+    steps, a non-empty prefix. The sum stops at the episode's last real step whether the episode
+    terminated or a time limit truncated it: a critic-free agent has no value to bootstrap a
+    truncated episode from, so its remaining future counts as 0 (GiGPO does the same; a time
+    limit is part of its tasks).
+
+    Args:
+        rewards: ``(E, T)`` rewards; whatever pads hold (even NaN) is never read.
+        mask: ``(E, T)`` bool, True at real steps.
+        gamma: the discount in ``[0, 1]``.
+
+    Returns:
+        ``(E, T)`` float64 returns, 0 at pads.
+
+    Raises:
+        ValueError: shapes differ, a mask row is not a non-empty prefix, a real reward is not
+            finite, ``gamma`` outside ``[0, 1]``.
+    """
+    _check_discounts(gamma=gamma)
+    r = _to_numpy(rewards)
+    m = _to_numpy(mask, dtype=bool)
+    if r.ndim != 2 or r.shape != m.shape:
+        raise ValueError(
+            f"rewards and mask must both be (episodes, steps), got {r.shape} and {m.shape}"
+        )
+    lengths = m.sum(axis=1)
+    prefix = np.arange(r.shape[1])[None, :] < lengths[:, None]
+    if (lengths < 1).any() or not np.array_equal(prefix, m):
+        raise ValueError("each mask row must be a non-empty prefix (an episode's real steps)")
+    if not np.isfinite(r[m]).all():
+        raise ValueError("rewards contain NaN or inf at real steps; check the env rewards")
+    clean = np.where(m, r, 0.0)
+    returns = np.zeros(r.shape, dtype=np.float64)
+    running = np.zeros(r.shape[0], dtype=np.float64)
+    for t in range(r.shape[1] - 1, -1, -1):
+        running = clean[:, t] + gamma * running
+        returns[:, t] = np.where(m[:, t], running, 0.0)
+    return returns
+
+
+def anchor_state_groups(episode_groups: Any, states: Any) -> np.ndarray:
+    """GiGPO's step groups: dense ids, equal iff same episode group *and* same state key.
+
+    Steps are grouped only inside their episode group (the G episodes reset with one seed), as
+    GiGPO's anchor states are defined (states repeated across the trajectories of one group).
+    A state repeated inside one episode (a loop) puts both of its steps in the same group.
+
+    Args:
+        episode_groups: ``(n,)`` the episode group of each step.
+        states: ``(n,)`` hashable state keys (the agents use the exact observation text with the
+            offered actions).
+
+    Returns:
+        ``(n,)`` int64 ids ``0..K-1`` in order of first appearance.
+    """
+    episode_groups, states = list(episode_groups), list(states)
+    if len(episode_groups) != len(states):
+        raise ValueError(f"got {len(episode_groups)} episode groups for {len(states)} states")
+    index, _ = _group_index(zip(episode_groups, states))
+    return index

@@ -5,10 +5,15 @@ keeps the prompt, the offered actions, the chosen :class:`~agentbench_poad.rl.po
 (its tokens and log-probs at sampling time), the critic's values for that step (one per action
 token for token-level critics, one per action otherwise), the critic's frozen input features
 (cached: the critic reads the frozen pre-trained model, so the features of a sample never change
-during the update's epochs), the reward and whether the episode ended with that step.
+during the update's epochs), the reward and how the episode ended with that step, if it did:
+``terminated`` (a terminal state: nothing follows) and ``truncated`` (a time limit cut it: the
+state had a future) are kept apart, as Gymnasium returns them.
 
 Episodes are not cut at update boundaries: the trainer carries the last observation over to the
-next rollout and the bootstrap value ``next_values`` covers the unfinished episodes.
+next rollout and the bootstrap value ``next_values`` covers the unfinished episodes. A truncated
+step keeps the observation the time limit cut the episode at (``final_observation``); the trainer
+stores its value in ``final_value``, and the step's target bootstraps from it (Gymnasium's
+time-limit handling; :func:`~agentbench_poad.rl.advantages.action_level_gae`'s ``truncated``).
 """
 
 from __future__ import annotations
@@ -38,8 +43,27 @@ class StepRecord:
     """The critic's frozen input features for this sample (a tensor, one row per value)."""
     reward: float = 0.0
     """Environment reward of the step."""
-    done: bool = False
-    """Whether the episode ended with this step (the env was reset after it)."""
+    terminated: bool = False
+    """The episode reached a terminal state with this step (nothing to bootstrap)."""
+    truncated: bool = False
+    """A time limit ended the episode with this step, in a state that is not terminal (False
+    when the step also terminated)."""
+    final_observation: str | None = None
+    """The observation a truncated episode stopped at (the env was reset after it)."""
+    final_value: float | None = None
+    """The critic's value of ``final_observation`` (the value before its first token for
+    token-level critics), set by the trainer after the rollout."""
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode ended with this step (the env was reset after it)."""
+        return self.terminated or self.truncated
+
+    @done.setter
+    def done(self, value: bool) -> None:
+        """Code that does not tell the two apart: an episode end without a time-limit
+        bootstrap (``terminated``), as before the split."""
+        self.terminated, self.truncated = bool(value), False
 
 
 @dataclass
@@ -74,8 +98,37 @@ class RolloutBuffer:
         return np.array([[r.reward for r in step] for step in self.steps], dtype=np.float64)
 
     def dones(self) -> np.ndarray:
-        """``(T, N)`` float64, 1.0 where the episode ended with the step."""
+        """``(T, N)`` float64, 1.0 where the episode ended with the step (either way)."""
         return np.array([[float(r.done) for r in step] for step in self.steps], dtype=np.float64)
+
+    def truncations(self) -> np.ndarray:
+        """``(T, N)`` float64, 1.0 where a time limit (not a terminal state) ended the episode."""
+        return np.array(
+            [[float(r.truncated and not r.terminated) for r in step] for step in self.steps],
+            dtype=np.float64,
+        )
+
+    def final_values(self) -> np.ndarray:
+        """``(T, N)`` float64: the value of the final observation at truncated steps, else 0.
+
+        Raises:
+            ValueError: a truncated step whose ``final_value`` was never set.
+        """
+        out = np.zeros((len(self.steps), self.num_envs), dtype=np.float64)
+        for t, step in enumerate(self.steps):
+            for i, record in enumerate(step):
+                if record.truncated and not record.terminated:
+                    if record.final_value is None:
+                        raise ValueError(
+                            f"step {t} of env {i} was truncated but has no final_value; the "
+                            "trainer sets it from agent.bootstrap_values(final observations)"
+                        )
+                    out[t, i] = record.final_value
+        return out
+
+    def truncated_records(self) -> list[StepRecord]:
+        """The records whose episode a time limit cut (they need ``final_value``)."""
+        return [r for step in self.steps for r in step if r.truncated and not r.terminated]
 
     def value_grid(self) -> tuple[np.ndarray, np.ndarray]:
         """``(values (T, N, L), mask (T, N, L))``: each record's values right-padded with 0."""

@@ -7,9 +7,16 @@ entropies and values for a set of samples; the clipping, masking, KL guard, grad
 and optimiser steps live here, once.
 
 Per minibatch (the reference's order): one critic step on the clipped value loss, then the policy
-step, accumulated over ``grad_accum_steps`` chunks; when the k3 estimate of KL(old‖new) over the
-minibatch exceeds ``target_kl`` the accumulated policy gradients are discarded and the minibatch's
-policy step is skipped (later minibatches and epochs still run).
+step, accumulated over ``grad_accum_steps`` chunks; when the minibatch's KL(old‖new) exceeds
+``target_kl`` the accumulated policy gradients are discarded and the minibatch's policy step is
+skipped (later minibatches and epochs still run).
+
+The KL guard measures one quantity for every agent (docs/agents.md, "One KL guard"): in
+restricted-action environments the exact KL between the old and the new categorical over the
+offered actions, i.e. the distribution every agent samples its actions from, averaged over the
+minibatch's samples (:func:`candidate_kl`, computed by :meth:`PPOAgent.guard_kl`, which no
+subclass may override); in open-action environments the k3 estimate of the per-token KL of the LM
+over the generated tokens (:func:`approx_kl_k3`). The logged ``approx_kl`` is the guard's number.
 
 Deliberate deviations from the reference, each chosen so that gradient accumulation is exact
 (the accumulated step equals the un-accumulated one):
@@ -39,7 +46,9 @@ __all__ = [
     "clipped_surrogate_loss",
     "clipped_value_loss",
     "approx_kl_k3",
+    "candidate_kl",
     "accumulate_policy_gradients",
+    "critic_step",
     "policy_chunks",
     "ppo_update",
     "make_adamw",
@@ -92,6 +101,10 @@ class PolicyEvaluation:
 
     log_probs: torch.Tensor
     entropy: torch.Tensor
+    candidate_log_probs: Sequence[torch.Tensor] | None = None
+    """Restricted actions: per sample, the new ``(K_i,)`` log-categorical over its offered
+    actions, when the evaluation computed it anyway (TWOSOME); the KL guard then reuses it instead
+    of scoring the candidates again."""
 
 
 @dataclass
@@ -211,6 +224,41 @@ def approx_kl_k3(
     return masked_mean(torch.exp(log_ratio) - 1.0 - log_ratio, mask, count)
 
 
+def candidate_kl(
+    old_log_probs: Sequence[Sequence[float] | torch.Tensor], new_log_probs: Sequence[torch.Tensor]
+) -> torch.Tensor:
+    """Exact ``KL(old‖new) = Σ_k p_old(k) (log p_old(k) − log p_new(k))`` per sample.
+
+    Args:
+        old_log_probs: per sample, the ``(K_i,)`` log-categorical over the offered actions at
+            sampling time (``ActionSample.candidate_log_probs``).
+        new_log_probs: per sample, the same categorical under the current policy.
+
+    Returns:
+        ``(b,)`` float64 KLs, on the device of ``new_log_probs``, without gradient. An action
+        with ``p_old = 0`` contributes nothing (``0 · log 0 = 0``).
+    """
+    if len(old_log_probs) != len(new_log_probs):
+        raise ValueError(
+            f"got {len(old_log_probs)} old and {len(new_log_probs)} new candidate distributions"
+        )
+    kls = []
+    for old, new in zip(old_log_probs, new_log_probs):
+        new = new.detach().to(torch.float64)
+        old_t = torch.as_tensor(old, dtype=torch.float64, device=new.device)
+        if old_t.shape != new.shape:
+            raise ValueError(
+                f"old and new candidate distributions differ in size ({tuple(old_t.shape)} vs "
+                f"{tuple(new.shape)}): the offered actions changed between rollout and update"
+            )
+        p_old = old_t.exp()
+        terms = torch.where(p_old > 0, p_old * (old_t - new), torch.zeros_like(p_old))
+        kls.append(terms.sum())
+    if not kls:
+        return torch.zeros(0, dtype=torch.float64)
+    return torch.stack(kls)
+
+
 def make_adamw(parameters: Sequence[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
     """The optimiser both networks use: AdamW, eps 1e-5, no weight decay (§4.5)."""
     return torch.optim.AdamW(list(parameters), lr=lr, eps=1e-5, weight_decay=0.0)
@@ -218,6 +266,9 @@ def make_adamw(parameters: Sequence[torch.nn.Parameter], lr: float) -> torch.opt
 
 EvaluatePolicy = Callable[[PPOBatch], PolicyEvaluation]
 EvaluateValues = Callable[[PPOBatch], torch.Tensor]
+#: ``guard_kl(chunk, evaluation)``: ``(b,)`` per-sample KLs of the chunk, or None to use the
+#: token-level k3 estimate (open actions).
+GuardKL = Callable[[PPOBatch, PolicyEvaluation], "torch.Tensor | None"]
 
 
 def policy_chunks(minibatch: PPOBatch, settings: PPOSettings) -> list[torch.Tensor]:
@@ -248,16 +299,22 @@ def accumulate_policy_gradients(
     advantages: torch.Tensor,
     evaluate_policy: EvaluatePolicy,
     settings: PPOSettings,
+    guard_kl: GuardKL | None = None,
 ) -> dict[str, float]:
     """Backpropagate the minibatch's policy loss in chunks (:func:`policy_chunks`).
 
     Every masked mean divides by the real-entry count of the whole minibatch, so the summed chunk
     gradients equal the gradient of the un-chunked loss.
 
+    ``guard_kl`` (see :meth:`PPOAgent.guard_kl`) gives per-sample KLs of a chunk, averaged over
+    the minibatch's samples; where it is None or returns None, the KL is the k3 estimate over the
+    minibatch's real tokens.
+
     Returns:
         ``policy_loss``, ``entropy`` and ``approx_kl`` of the minibatch (floats).
     """
     count = minibatch.mask.sum().to(advantages.dtype).clamp(min=1.0)
+    samples = max(len(minibatch), 1)
     totals = {"policy_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0}
     for chunk_index in policy_chunks(minibatch, settings):
         chunk = minibatch.select(chunk_index)
@@ -273,11 +330,43 @@ def accumulate_policy_gradients(
         entropy = masked_mean(evaluation.entropy, mask, count)
         (policy_loss - settings.entropy_coef * entropy).backward()
         with torch.no_grad():
-            kl = approx_kl_k3(evaluation.log_probs, old, mask, count)
+            per_sample = None if guard_kl is None else guard_kl(chunk, evaluation)
+            if per_sample is None:
+                kl = approx_kl_k3(evaluation.log_probs, old, mask, count)
+            else:
+                kl = per_sample.sum() / samples
         totals["policy_loss"] += float(policy_loss.detach())
         totals["entropy"] += float(entropy.detach())
         totals["approx_kl"] += float(kl)
     return totals
+
+
+def critic_step(
+    minibatch: PPOBatch,
+    evaluate_values: EvaluateValues,
+    critic_parameters: Sequence[torch.nn.Parameter],
+    critic_optimizer: torch.optim.Optimizer,
+    settings: PPOSettings,
+) -> tuple[float, float]:
+    """One optimiser step of the critic on the minibatch's clipped value loss.
+
+    Returns:
+        ``(value_loss, grad_norm)`` (the norm before clipping).
+    """
+    critic_optimizer.zero_grad(set_to_none=True)
+    values = evaluate_values(minibatch)
+    device = values.device
+    value_mask = minibatch.mask if minibatch.value_mask is None else minibatch.value_mask
+    value_loss = clipped_value_loss(
+        values,
+        minibatch.old_values.to(device),
+        minibatch.returns.to(device),
+        value_mask.to(device),
+        clip=settings.clip,
+    )
+    (settings.value_coef * value_loss).backward()
+    norm = _grad_norm_step(critic_parameters, critic_optimizer, settings.max_grad_norm)
+    return float(value_loss.detach()), norm
 
 
 def _grad_norm_step(
@@ -296,10 +385,11 @@ def ppo_update(
     policy_parameters: Sequence[torch.nn.Parameter],
     critic_parameters: Sequence[torch.nn.Parameter],
     policy_optimizer: torch.optim.Optimizer,
-    critic_optimizer: torch.optim.Optimizer,
+    critic_optimizer: torch.optim.Optimizer | None,
     settings: PPOSettings,
     generator: torch.Generator,
     update_policy: bool = True,
+    guard_kl: GuardKL | None = None,
 ) -> dict[str, float]:
     """Epochs × minibatches of clipped PPO on ``batch``; returns metrics averaged over minibatches.
 
@@ -310,15 +400,18 @@ def ppo_update(
         policy_parameters: trainable policy parameters (grad-norm clipped together).
         critic_parameters: critic parameters.
         policy_optimizer: the policy's optimiser.
-        critic_optimizer: the critic's optimiser.
+        critic_optimizer: the critic's optimiser; None for critic-free agents (GRPO, GiGPO):
+            no critic step, ``value_loss`` and ``critic_grad_norm`` are NaN.
         settings: the PPO knobs.
         generator: CPU generator for the minibatch permutations.
         update_policy: False trains the critic only (the case study of §4.7).
+        guard_kl: the KL guard's per-sample KL (:meth:`PPOAgent.guard_kl`); None: the k3
+            estimate over tokens.
 
     Returns:
-        ``value_loss``, ``policy_loss``, ``entropy``, ``approx_kl`` (means over minibatches),
-        ``critic_grad_norm``, ``policy_grad_norm`` (means over the steps taken), ``skipped_kl``
-        (policy steps skipped by the KL guard) and ``policy_steps``.
+        ``value_loss``, ``policy_loss``, ``entropy``, ``approx_kl`` (the guard's KL; means over
+        minibatches), ``critic_grad_norm``, ``policy_grad_norm`` (means over the steps taken),
+        ``policy_steps_taken`` and ``policy_steps_skipped`` (policy steps the KL guard skipped).
     """
     size = len(batch)
     if settings.num_minibatches > size:
@@ -342,23 +435,13 @@ def ppo_update(
             minibatch = batch.select(index)
             minibatches += 1
 
-            # Critic step first, as the reference does.
-            critic_optimizer.zero_grad(set_to_none=True)
-            values = evaluate_values(minibatch)
-            device = values.device
-            value_mask = minibatch.mask if minibatch.value_mask is None else minibatch.value_mask
-            value_loss = clipped_value_loss(
-                values,
-                minibatch.old_values.to(device),
-                minibatch.returns.to(device),
-                value_mask.to(device),
-                clip=settings.clip,
-            )
-            (settings.value_coef * value_loss).backward()
-            critic_norms.append(
-                _grad_norm_step(critic_parameters, critic_optimizer, settings.max_grad_norm)
-            )
-            sums["value_loss"] += float(value_loss.detach())
+            # Critic step first, as the reference does (critic-free agents have no optimiser).
+            if critic_optimizer is not None:
+                value_loss, critic_norm = critic_step(
+                    minibatch, evaluate_values, critic_parameters, critic_optimizer, settings
+                )
+                critic_norms.append(critic_norm)
+                sums["value_loss"] += value_loss
             if not update_policy:
                 continue
 
@@ -366,7 +449,9 @@ def ppo_update(
             if settings.normalize_advantages:
                 advantages = normalize_advantages(advantages, minibatch.mask)
             policy_optimizer.zero_grad(set_to_none=True)
-            stats = accumulate_policy_gradients(minibatch, advantages, evaluate_policy, settings)
+            stats = accumulate_policy_gradients(
+                minibatch, advantages, evaluate_policy, settings, guard_kl
+            )
             for key, value in stats.items():
                 sums[key] += value
             if settings.target_kl is not None and stats["approx_kl"] > settings.target_kl:
@@ -378,9 +463,11 @@ def ppo_update(
                 )
     metrics = {key: value / max(minibatches, 1) for key, value in sums.items()}
     metrics["critic_grad_norm"] = sum(critic_norms) / max(len(critic_norms), 1)
+    if critic_optimizer is None:  # nothing was measured: logged as null, not 0
+        metrics["value_loss"] = metrics["critic_grad_norm"] = float("nan")
     metrics["policy_grad_norm"] = sum(policy_norms) / max(len(policy_norms), 1)
-    metrics["skipped_kl"] = float(skipped)
-    metrics["policy_steps"] = float(len(policy_norms))
+    metrics["policy_steps_taken"] = float(len(policy_norms))
+    metrics["policy_steps_skipped"] = float(skipped)
     return metrics
 
 
@@ -395,7 +482,9 @@ class PPOAgent:
     * ``compute_advantages(buffer)`` -- its credit assignment;
     * ``make_batch(buffer)`` and ``evaluate_policy``/``evaluate_values`` -- its loss granularity.
 
-    The trainer only calls these methods, never asks which algorithm it runs.
+    The trainer only calls these methods, never asks which algorithm it runs. The KL guard is
+    not among them: :meth:`guard_kl` is defined here once, and a subclass that overrides it is a
+    ``TypeError`` at class creation, so every agent's guard measures the same quantity.
 
     Args:
         config: the algorithm's config (a :class:`~agentbench_poad.rl.config.PPOConfig`).
@@ -410,6 +499,19 @@ class PPOAgent:
     #: Whether open-action environments (available_actions None) are supported.
     supports_open_actions: bool = True
 
+    #: Methods that make agents comparable; a subclass may not redefine them.
+    _SHARED_METHODS = ("guard_kl",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        redefined = [name for name in PPOAgent._SHARED_METHODS if name in vars(cls)]
+        if redefined:
+            raise TypeError(
+                f"{cls.__name__} redefines {redefined}: the KL guard is shared by every agent so "
+                "that their skipped policy steps mean the same thing (docs/agents.md, "
+                "'One KL guard'); fill PolicyEvaluation.candidate_log_probs instead of redefining it"
+            )
+
     def __init__(self, config: Any, policy: Any, *, seed: int = 0) -> None:
         if not isinstance(config, self.config_class):
             raise TypeError(
@@ -418,13 +520,17 @@ class PPOAgent:
             )
         self.config = config
         self.policy = policy
-        self.critic = self.make_critic(torch.Generator().manual_seed(seed)).to(policy.device)
+        critic = self.make_critic(torch.Generator().manual_seed(seed))
         self.policy_optimizer = make_adamw(policy.trainable_parameters(), config.lr)
-        self.critic_optimizer = make_adamw(list(self.critic.parameters()), config.critic_lr)
+        # make_critic() returning None makes a critic-free agent (GRPO, GiGPO): no critic step.
+        self.critic = None if critic is None else critic.to(policy.device)
+        self.critic_optimizer = (
+            None if critic is None else make_adamw(list(critic.parameters()), config.critic_lr)
+        )
 
     # -- to implement -------------------------------------------------------------------------
     def make_critic(self, generator: torch.Generator) -> torch.nn.Module:
-        """The value head, its initial weights drawn from ``generator``."""
+        """The value head, its initial weights drawn from ``generator`` (None: no critic)."""
         raise NotImplementedError
 
     def collect(
@@ -460,10 +566,38 @@ class PPOAgent:
                 "open-action environment (available_actions is None); train POAD or NTPO there"
             )
 
+    def guard_kl(self, batch: PPOBatch, evaluation: PolicyEvaluation) -> torch.Tensor | None:
+        """The KL guard's quantity for a (chunk of a) minibatch: the same for every agent.
+
+        Restricted actions (every sample has offered actions): per sample, the exact
+        ``KL(old‖new)`` of the categorical over the offered actions, the distribution the agent
+        sampled from (:func:`candidate_kl`), taken from ``evaluation.candidate_log_probs`` when the
+        agent computed it, else scored here without gradient. Open actions (or a batch without
+        the stored categoricals): None, i.e. the k3 estimate of the per-token KL.
+
+        Returns:
+            ``(b,)`` KLs, or None for the token-level guard.
+        """
+        old = batch.extras.get("old_candidate_log_probs")
+        actions = batch.extras.get("available_actions")
+        if old is None or actions is None or any(o is None for o in old):
+            return None
+        new = evaluation.candidate_log_probs
+        if new is None:
+            with torch.no_grad():
+                new = self.policy.candidate_log_probs(
+                    list(batch.extras["prompts"]), [list(a) for a in actions]
+                )
+        return candidate_kl(old, new)
+
     def update(self, buffer: Any, generator: torch.Generator) -> dict[str, float]:
         """PPO epochs over the buffer (after :meth:`compute_advantages`); returns metrics."""
         settings = self.config.ppo_settings()
         batch = self.make_batch(buffer)
+        # What the shared KL guard reads, whatever the algorithm's batch holds.
+        batch.extras.setdefault("prompts", buffer.flat("prompt"))
+        batch.extras.setdefault("available_actions", buffer.flat("available_actions"))
+        batch.extras["old_candidate_log_probs"] = buffer.flat_samples("candidate_log_probs")
         if settings.max_chunk_tokens is not None and batch.sizes is None:
             batch.sizes = self.sample_sizes(batch)
         self.policy.model.train()
@@ -473,12 +607,13 @@ class PPOAgent:
                 evaluate_policy=self.evaluate_policy,
                 evaluate_values=self.evaluate_values,
                 policy_parameters=self.policy.trainable_parameters(),
-                critic_parameters=list(self.critic.parameters()),
+                critic_parameters=[] if self.critic is None else list(self.critic.parameters()),
                 policy_optimizer=self.policy_optimizer,
                 critic_optimizer=self.critic_optimizer,
                 settings=settings,
                 generator=generator,
                 update_policy=self.config.train_policy,
+                guard_kl=self.guard_kl,
             )
         finally:
             self.policy.model.eval()
@@ -503,6 +638,8 @@ class PPOAgent:
 
     def state_dict(self) -> dict[str, Any]:
         """Critic weights and both optimiser states (the adapter is saved by the policy)."""
+        if self.critic is None:
+            return {"policy_optimizer": self.policy_optimizer.state_dict()}
         return {
             "critic": self.critic.state_dict(),
             "policy_optimizer": self.policy_optimizer.state_dict(),
@@ -511,9 +648,10 @@ class PPOAgent:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`."""
-        self.critic.load_state_dict(state["critic"])
         self.policy_optimizer.load_state_dict(state["policy_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
 
 
 def pad_rows(rows: Sequence[torch.Tensor], width: int, *, value: float = 0.0) -> torch.Tensor:

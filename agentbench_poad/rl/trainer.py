@@ -2,13 +2,19 @@
 
 :func:`train` runs the reference loop (REFERENCE_SPEC §4.1): roll out ``rollout_length`` steps in
 ``num_envs`` environments (episodes continue across updates, each env auto-resets), bootstrap the
-last observations, let the algorithm assign credit and run its PPO epochs, log, evaluate greedily
+last observations and those where a time limit truncated an episode (``terminated`` and
+``truncated`` are kept apart, Gymnasium's way), let the algorithm assign credit and run its PPO epochs, log, evaluate greedily
 now and then, checkpoint. The algorithm object does everything algorithm-specific; the trainer
 never asks which one it runs.
 
 The trainer receives the algorithm *class* (``POAD``, ``NTPO``, ``TWOSOME`` or your own
 :class:`~agentbench_poad.rl.ppo.PPOAgent` subclass); looking an algorithm up by name is the CLI's
 job (``agentbench_poad.baselines.get_algorithm``), so ``rl/`` never imports the agents.
+
+:func:`train` reads as the loop it is; each stage is a named function: ``_start`` (checks, run
+dir, policy, agent, generators, envs, restore), ``_rollout``, ``_bootstrap``, the agent's
+``compute_advantages`` and ``update``, ``_update_metrics``, ``_evaluate_if_due``, ``_log`` and
+``_checkpoint``.
 
 What the run directory holds (config, metrics, learning curve, checkpoints) and its resume
 bookkeeping live in :mod:`agentbench_poad.rl.run_dir`.
@@ -72,8 +78,8 @@ METRIC_KEYS = (
     "value_loss",
     "approx_kl",
     "entropy",
-    "skipped_kl",
-    "policy_steps",
+    "policy_steps_taken",
+    "policy_steps_skipped",
     "critic_grad_norm",
     "policy_grad_norm",
     "steps_per_second",
@@ -287,6 +293,7 @@ def train(
     env_kwargs: dict[str, Any] | None = None,
     progress: bool = True,
     max_updates: int | None = None,
+    config_source: dict[str, Any] | None = None,
 ) -> Path:
     """Train ``algorithm`` on ``env_id`` for ``total_steps`` environment steps; returns the run dir.
 
@@ -309,20 +316,118 @@ def train(
         env_kwargs: extra ``gym.make`` arguments.
         progress: show a tqdm progress bar.
         max_updates: stop after this many updates in this call (the run stays resumable).
+        config_source: where the config came from, when a study's tuning chose it (stored in
+            ``config.json``; records made from the run carry it as
+            ``training.config_source``, docs/study.md "Tuning").
 
     Returns:
         The run directory.
     """
-    import torch
     from tqdm.auto import tqdm
 
+    session = _start(
+        algorithm,
+        env_id,
+        model,
+        total_steps=total_steps,
+        seed=seed,
+        out=out,
+        resume=resume,
+        overrides=dict(overrides or {}),
+        preset=preset,
+        env_kwargs=dict(env_kwargs or {}),
+        config_source=config_source,
+    )
+    config, state, agent = session.config, session.state, session.agent
+    last_update = (
+        session.num_updates
+        if max_updates is None
+        else min(session.num_updates, state.update + max_updates)
+    )
+    bar = tqdm(
+        total=session.num_updates,
+        initial=state.update,
+        disable=not progress,
+        unit="update",
+        desc=f"{algorithm.name} {env_id}",
+    )
+    try:
+        for update in range(state.update + 1, last_update + 1):
+            started = time.perf_counter()
+            buffer, finished = _rollout(
+                agent, session.slots, config, session.generators["actions"], state, seed, env_id
+            )
+            _bootstrap(agent, buffer, session.slots)
+            agent.compute_advantages(buffer)
+            losses = agent.update(buffer, session.generators["shuffle"])
+            state.update = update
+            metrics = _update_metrics(
+                state,
+                finished,
+                buffer,
+                losses,
+                config.batch_size / max(time.perf_counter() - started, 1e-9),
+            )
+            _evaluate_if_due(session, metrics)
+            _log(session, metrics)
+            if update % config.checkpoint_every == 0 or update == last_update:
+                _checkpoint(session)
+            bar.update(1)
+            bar.set_postfix(ret=metrics["episode_return_mean"], kl=metrics.get("approx_kl"))
+    finally:
+        bar.close()
+        session.close()
+    return session.run.path
+
+
+@dataclass
+class _Session:
+    """One call of :func:`train`: what its stages share."""
+
+    config: PPOConfig
+    run: RunDirectory
+    policy: Any
+    agent: Any
+    generators: dict[str, Any]
+    slots: list[_EnvSlot]
+    state: _Progress
+    tensorboard: Any
+    env_id: str
+    env_kwargs: dict[str, Any]
+    seed: int
+    num_updates: int
+
+    def close(self) -> None:
+        self.tensorboard.close()
+        for slot in self.slots:
+            slot.env.close()
+
+
+def _start(
+    algorithm: type,
+    env_id: str,
+    model: str | os.PathLike,
+    *,
+    total_steps: int,
+    seed: int,
+    out: str | os.PathLike,
+    resume: bool,
+    overrides: dict[str, Any],
+    preset: str | None,
+    env_kwargs: dict[str, Any],
+    config_source: dict[str, Any] | None = None,
+) -> _Session:
+    """Check the arguments, open the run dir, build policy, agent, generators and envs, and
+    restore the newest checkpoint (or start every env afresh)."""
+    import torch
+
+    from agentbench_poad.rl.env_executors import make_envs
     from agentbench_poad.version import __version__
 
     _check_algorithm(algorithm)
     if not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    env_kwargs = dict(env_kwargs or {})
-    config, family = _algorithm_config(algorithm, env_id, preset, dict(overrides or {}))
+    config, family = _algorithm_config(algorithm, env_id, preset, overrides)
     spec = {
         "agent": algorithm.name,
         "algorithm_source": algorithm_source(algorithm),  # class spec, package, version
@@ -335,6 +440,8 @@ def train(
         "algorithm": config.to_dict(),
         "package_version": __version__,
     }
+    if config_source is not None:
+        spec["config_source"] = config_source
     num_updates = total_steps // config.batch_size
     if num_updates < 1:
         raise ValueError(
@@ -350,14 +457,11 @@ def train(
         "actions": torch.Generator().manual_seed(_derived_seed(seed, _ACTIONS)),
         "shuffle": torch.Generator().manual_seed(_derived_seed(seed, _SHUFFLE)),
     }
-    from agentbench_poad.rl.env_executors import make_envs
-
     envs = make_envs(env_id, env_kwargs, config.num_envs, config.env_executor)
     slots = [_EnvSlot(env, i) for i, env in enumerate(envs)]
     state = _restore(run, checkpoint, policy, agent, generators, slots, seed)
     run.truncate_metrics(state.update)
     run.write_learning_curve(state.learning_curve)
-
     try:
         agent.check_environment(env_id, slots[0].info.get("available_actions") is None)
     except ValueError:
@@ -366,69 +470,65 @@ def train(
         raise
     # On resume, drop events logged after the checkpoint (all of them when there was none).
     tensorboard = run.tensorboard(purge_step=state.env_steps + 1 if resume else None)
-    last_update = (
-        num_updates if max_updates is None else min(num_updates, state.update + max_updates)
+    return _Session(
+        config,
+        run,
+        policy,
+        agent,
+        generators,
+        slots,
+        state,
+        tensorboard,
+        env_id,
+        env_kwargs,
+        seed,
+        num_updates,
     )
-    bar = tqdm(
-        total=num_updates,
-        initial=state.update,
-        disable=not progress,
-        unit="update",
-        desc=f"{algorithm.name} {env_id}",
+
+
+def _evaluate_if_due(session: _Session, metrics: dict[str, Any]) -> None:
+    """Every ``eval_every`` updates and after the last: a learning-curve point, into ``metrics``
+    and ``learning_curve.json``."""
+    config, state = session.config, session.state
+    update = state.update
+    if not (
+        config.eval_every and (update % config.eval_every == 0 or update == session.num_updates)
+    ):
+        return
+    point = curve_point(
+        state.env_steps,
+        evaluate_agent(
+            session.policy.as_agent(greedy=config.eval_greedy),
+            session.env_id,
+            episodes=max(config.eval_episodes, 1),
+            seed=session.seed,
+            env_kwargs=session.env_kwargs,
+        ),
     )
-    try:
-        for update in range(state.update + 1, last_update + 1):
-            started = time.perf_counter()
-            buffer, finished = _rollout(
-                agent, slots, config, generators["actions"], state, seed, env_id
-            )
-            # Time-outs are treated as terminal, like the reference (no bootstrap past them).
-            buffer.next_values = agent.bootstrap_values([s.observation for s in slots])
-            agent.compute_advantages(buffer)
-            losses = agent.update(buffer, generators["shuffle"])
-            state.update = update
-            metrics = _update_metrics(
-                state,
-                finished,
-                buffer,
-                losses,
-                config.batch_size / max(time.perf_counter() - started, 1e-9),
-            )
-            if config.eval_every and (update % config.eval_every == 0 or update == num_updates):
-                point = curve_point(
-                    state.env_steps,
-                    evaluate_agent(
-                        policy.as_agent(greedy=config.eval_greedy),
-                        env_id,
-                        episodes=max(config.eval_episodes, 1),
-                        seed=seed,
-                        env_kwargs=env_kwargs,
-                    ),
-                )
-                metrics.update({k: v for k, v in point.items() if k != "env_steps"})
-                state.learning_curve.append(point)
-                run.write_learning_curve(state.learning_curve)
-            run.append_metrics(metrics)
-            tensorboard.log(metrics, state.env_steps)
-            if state.best_code is not None:
-                run.write_best_code(state.best_code)
-            if update % config.checkpoint_every == 0 or update == last_update:
-                run.save_checkpoint(
-                    update,
-                    policy,
-                    agent,
-                    {k: g.get_state() for k, g in generators.items()},
-                    {**dataclasses.asdict(state), "envs": [s.state() for s in slots]},
-                    keep=config.keep_checkpoints,
-                )
-            bar.update(1)
-            bar.set_postfix(ret=metrics["episode_return_mean"], kl=metrics.get("approx_kl"))
-    finally:
-        bar.close()
-        tensorboard.close()
-        for slot in slots:
-            slot.env.close()
-    return run.path
+    metrics.update({k: v for k, v in point.items() if k != "env_steps"})
+    state.learning_curve.append(point)
+    session.run.write_learning_curve(state.learning_curve)
+
+
+def _log(session: _Session, metrics: dict[str, Any]) -> None:
+    """The update's metrics line, TensorBoard scalars and the best code so far."""
+    session.run.append_metrics(metrics)
+    session.tensorboard.log(metrics, session.state.env_steps)
+    if session.state.best_code is not None:
+        session.run.write_best_code(session.state.best_code)
+
+
+def _checkpoint(session: _Session) -> None:
+    """Weights, optimisers, generators and every env's unfinished episode (exact resume)."""
+    state = session.state
+    session.run.save_checkpoint(
+        state.update,
+        session.policy,
+        session.agent,
+        {k: g.get_state() for k, g in session.generators.items()},
+        {**dataclasses.asdict(state), "envs": [s.state() for s in session.slots]},
+        keep=session.config.keep_checkpoints,
+    )
 
 
 def _restore(
@@ -490,7 +590,10 @@ def _rollout(
     """Collect ``rollout_length`` steps in every env (auto-reset); count env steps, best code.
 
     Returns the rollout buffer and ``(return, info["success"] or None)`` of each finished episode.
+    Group agents (GRPO, GiGPO) roll out whole groups of episodes instead (rl/group_rollout.py).
     """
+    if hasattr(agent, "collect_groups"):
+        return agent.collect_groups(slots, generator, state, seed)
     from agentbench_poad.rl.buffer import RolloutBuffer
     from agentbench_poad.rl.env_executors import step_envs
 
@@ -509,7 +612,13 @@ def _rollout(
             state.env_steps += 1
             slot.actions.append(action)
             slot.episode_return += float(reward)
-            record.reward, record.done = float(reward), bool(terminated or truncated)
+            record.reward = float(reward)
+            # Kept apart (Gymnasium): a time limit cuts a state that has a future; its value
+            # is bootstrapped after the rollout (_bootstrap).
+            record.terminated = bool(terminated)
+            record.truncated = bool(truncated) and not record.terminated
+            if record.truncated:
+                record.final_observation = obs
             if record.available_actions is None and (
                 state.best_code is None or reward > state.best_code["reward"]
             ):
@@ -529,6 +638,20 @@ def _rollout(
                 slot.observation, slot.info = obs, info
         buffer.add(records)
     return buffer, finished
+
+
+def _bootstrap(agent: Any, buffer: Any, slots: list[_EnvSlot]) -> None:
+    """Values the targets bootstrap from: each env's observation after the rollout
+    (``buffer.next_values``) and the observation of each time-limit truncation
+    (``record.final_value``; Gymnasium's handling of ``truncated``, docs/agents.md)."""
+    buffer.next_values = agent.bootstrap_values([s.observation for s in slots])
+    # A buffer of whole episodes (group agents: GRPO, GiGPO) has nothing cut to bootstrap.
+    truncated_records = getattr(buffer, "truncated_records", None)
+    cut = truncated_records() if truncated_records is not None else []
+    if cut:
+        values = agent.bootstrap_values([r.final_observation for r in cut])
+        for record, value in zip(cut, values):
+            record.final_value = float(value)
 
 
 def load_agent(

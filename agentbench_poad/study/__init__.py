@@ -48,7 +48,8 @@ is reported, retried, and does not stop the others. ``device="cuda"`` runs the s
 
 The package: :mod:`~agentbench_poad.study.spec` reads and checks a spec (:func:`load_study`);
 :mod:`~agentbench_poad.study.run` runs it (:func:`run_study`) and says what is done;
-:mod:`~agentbench_poad.study.wall_time` counts each run's training wall time.
+:mod:`~agentbench_poad.study.wall_time` counts each run's training wall time;
+:mod:`~agentbench_poad.study.tuning` is the tuning protocol (``[tuning]``, ``--select``).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from agentbench_poad.study.run import (
     eval_done,
     run_state,
     run_study,
+    select_configs,
     study_files,
 )
 from agentbench_poad.study.spec import EvalTask, Study, StudyError, TrainCell, load_study
@@ -78,5 +80,6 @@ __all__ = [
     "run_study",
     "run_update_time",
     "run_wall_time",
+    "select_configs",
     "study_files",
 ]

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.study.spec import EvalTask, Study, TrainCell, load_study
+from agentbench_poad.study.spec import EvalTask, Study, StudyError, TrainCell, load_study
+from agentbench_poad.study.tuning import TUNING_GROUP, Selection, select, write_chosen
 from agentbench_poad.study.wall_time import WallTimeLog, run_update_time, run_wall_time
 
 
@@ -83,6 +84,7 @@ def _train_job(job: _TrainJob) -> dict[str, Any]:
             env_kwargs=cell.env_kwargs,
             progress=False,
             max_updates=job.max_updates,
+            config_source=json.loads(cell.config_source_json) if cell.config_source_json else None,
         )
     return {"run_dir": str(run_dir), "resumed": resume}
 
@@ -180,6 +182,11 @@ def run_study(
 
     study = spec if isinstance(spec, Study) else load_study(spec, out=out, records=records)
     result = StudyResult()
+    for waiting_pair in study.pending:
+        log(
+            f"wait   {waiting_pair}: tuned, no configuration chosen yet (after the tuning "
+            f"runs: agentbench-poad study {study.spec_path or 'SPEC'} --select)"
+        )
     todo = []
     for cell in study.cells:
         state = run_state(cell)
@@ -276,6 +283,33 @@ def study_files(study: Study) -> list[Path]:
     return list(dict.fromkeys(files))
 
 
+def select_configs(study: Study) -> list[Selection]:
+    """Apply the tuning's selection rule to the finished tuning runs and write the chosen
+    configurations into the spec's ``[tuning.chosen]`` (``study SPEC --select``).
+
+    Returns:
+        One :class:`~agentbench_poad.study.tuning.Selection` per tuned agent.
+
+    Raises:
+        StudyError: no tuning in the spec, unfinished tuning runs, or a spec that already chose
+            other configurations.
+    """
+    if study.tuning is None:
+        raise StudyError(f"study {study.name} has no [tuning] table: nothing to select")
+    tuning_cells = {c.run_dir: c for c in study.cells if c.group == TUNING_GROUP}
+
+    def is_done(run_dir: Path) -> bool:
+        cell = tuning_cells.get(str(run_dir))
+        return cell is not None and run_state(cell) == "done"
+
+    try:
+        selections = select(study.tuning, study.out, is_done=is_done)
+        write_chosen(Path(study.spec_path), study.tuning, selections)
+    except ValueError as exc:
+        raise StudyError(str(exc)) from None
+    return selections
+
+
 def cells_table(study: Study) -> list[dict[str, Any]]:
     """The study's cells and their state (for ``study --dry-run``)."""
     rows = [{**asdict(c), "state": run_state(c)} for c in study.cells]
@@ -291,4 +325,12 @@ def cells_table(study: Study) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["StudyResult", "cells_table", "eval_done", "run_state", "run_study", "study_files"]
+__all__ = [
+    "StudyResult",
+    "cells_table",
+    "eval_done",
+    "run_state",
+    "run_study",
+    "select_configs",
+    "study_files",
+]

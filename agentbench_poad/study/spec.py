@@ -17,6 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_poad.rl.config import preset_for
+from agentbench_poad.study.tuning import (
+    TUNING_GROUP,
+    Tuning,
+    check_evaluation_seeds,
+    read_tuning,
+)
 
 __all__ = ["EvalTask", "Study", "StudyError", "TrainCell", "load_study"]
 
@@ -47,6 +53,7 @@ _GROUP_KEYS = {
     "model",
     "agent_kwargs",
     "env_kwargs",
+    "tuned",
 }
 #: Run-config fields a study must not override (the study sets them itself).
 _RESERVED = {"device", "env_executor"}
@@ -72,6 +79,8 @@ class TrainCell:
     env_kwargs_json: str = "{}"
     #: the spec group the cell comes from (its ``name``, or ``#N`` for the N-th unnamed group)
     group: str = ""
+    #: a tuned group's ``training.config_source`` (JSON; "" for untuned cells)
+    config_source_json: str = ""
 
     @property
     def overrides(self) -> dict[str, Any]:
@@ -129,6 +138,11 @@ class Study:
     """Eval key -> run dirs that must be trained first."""
     groups: list[str] = field(default_factory=list)
     """The spec's group names, in order (``#N`` for the N-th unnamed group)."""
+    tuning: Tuning | None = None
+    """The spec's tuning protocol (:mod:`agentbench_poad.study.tuning`), or None."""
+    pending: list[str] = field(default_factory=list)
+    """Tuned ``"group: agent"`` pairs waiting for ``--select`` (they have no cells yet)."""
+    spec_path: str = ""
 
     def select(self, groups: Sequence[str]) -> Study:
         """The study restricted to the named groups' cells and evaluations.
@@ -151,6 +165,9 @@ class Study:
             evals,
             {t.key: self.needs[t.key] for t in evals if t.key in self.needs},
             [g for g in self.groups if g in chosen],
+            self.tuning,
+            [p for p in self.pending if p.split(":")[0] in chosen],
+            self.spec_path,
         )
 
 
@@ -278,7 +295,7 @@ def load_study(
         if extra:
             problems.append(f"{where}: unknown key(s) {extra}; allowed: {sorted(allowed)}")
 
-    unknown_keys(spec, {"study", "eval", "group"}, "top level")
+    unknown_keys(spec, {"study", "eval", "group", "tuning"}, "top level")
     head = spec.get("study", {})
     unknown_keys(head, _STUDY_KEYS, "[study]")
     name = str(head.get("name") or path.stem)
@@ -294,7 +311,13 @@ def load_study(
     out_dir = Path(out) if out is not None else Path("study-runs") / _slug(name)
     records_dir = Path(records) if records is not None else out_dir / "records"
     agent_specs = [a for g in groups if isinstance(g, dict) for a in g.get("agents", [])]
-    trainable, broken = _trainable(agent_specs, path.parent)
+    tuning_table = spec.get("tuning")
+    tuned_agents = tuning_table.get("agents", []) if isinstance(tuning_table, dict) else []
+    tuned_agents = tuned_agents if isinstance(tuned_agents, list) else []
+    trainable, broken = _trainable([*tuned_agents, *agent_specs], path.parent)
+    for agent in tuned_agents:
+        if agent in broken:
+            problems.append(f"[tuning]: agent {agent!r}: {broken[agent]}")
     budgets = head.get("total_steps", {})
     if not isinstance(budgets, dict):
         problems.append("[study] total_steps must be a table: env id -> env steps")
@@ -307,6 +330,11 @@ def load_study(
     seen_dirs: dict[str, str] = {}
     seen_evals: dict[str, str] = {}
     group_names: list[str] = []
+    pending: list[str] = []
+    tuning = read_tuning(spec.get("tuning"), trainable=trainable, problems=problems)
+    if tuning is not None:
+        group_names.append(TUNING_GROUP)
+        cells += _tuning_cells(tuning, head, model, out_dir, trainable, problems)
     for g, group in enumerate(groups):
         where = f"[[group]] #{g + 1}" + (f" ({group.get('name')})" if group.get("name") else "")
         group_name = str(group.get("name") or f"#{g + 1}")
@@ -322,6 +350,16 @@ def load_study(
         seeds = [int(s) for s in group.get("seeds", head.get("seeds", [0]))]
         if len(set(seeds)) != len(seeds):
             problems.append(f"{where}: duplicate seeds {seeds}")
+        tuned = group.get("tuned", False)
+        if not isinstance(tuned, bool):
+            problems.append(f"{where}: tuned must be true or false")
+            tuned = False
+        if tuned and tuning is None:
+            problems.append(f"{where}: tuned = true needs a [tuning] table in the spec")
+            tuned = False
+        if tuning is not None:
+            eval_seeds = {*seeds, *(group.get("eval", {}).get("seeds", []) or [])}
+            check_evaluation_seeds(tuning, where, eval_seeds, problems)
         preset = group.get("preset", head.get("preset", "auto"))
         g_model = str(group.get("model", model or ""))
         overrides = {**head.get("overrides", {}), **group.get("overrides", {})}
@@ -399,13 +437,21 @@ def load_study(
                         )
                     )
                     continue
+                agent_overrides, config_source = overrides, ""
+                if tuned:
+                    ready, agent_overrides, config_source = _tuned_overrides(
+                        tuning, algorithm.name, overrides, str(path), where, problems
+                    )
+                    if not ready:
+                        pending.append(f"{group_name}: {algorithm.name}")
+                        continue
                 try:
                     family = preset_for(algorithm.config_class, env_id, preset)
-                    algorithm.config_class.preset(family, **overrides)
+                    algorithm.config_class.preset(family, **agent_overrides)
                 except (TypeError, ValueError) as exc:
                     problems.append(
                         f"{where}: {agent} on {env_id} (preset {preset!r}, overrides "
-                        f"{overrides}): {exc}"
+                        f"{agent_overrides}): {exc}"
                     )
                     continue
                 budget = group.get("total_steps", budgets.get(env_id))
@@ -424,7 +470,7 @@ def load_study(
                         cell_agent,
                         env_id,
                         seed,
-                        json.dumps(overrides, sort_keys=True),
+                        json.dumps(agent_overrides, sort_keys=True),
                         budget,
                         g_model,
                         family,
@@ -447,11 +493,12 @@ def load_study(
                             budget,
                             g_model,
                             family,
-                            json.dumps(overrides, sort_keys=True),
+                            json.dumps(agent_overrides, sort_keys=True),
                             label,
                             str(run_dir),
                             env_kwargs_json,
                             group_name,
+                            config_source,
                         )
                     )
                     group_dirs.append(str(run_dir))
@@ -480,4 +527,77 @@ def load_study(
             f"study spec {path} has {len(problems)} problem(s); nothing was run:\n"
             + "\n".join(f"  - {p}" for p in problems)
         )
-    return Study(name, out_dir, records_dir, cells, evals, needs, group_names)
+    return Study(
+        name, out_dir, records_dir, cells, evals, needs, group_names, tuning, pending, str(path)
+    )
+
+
+def _tuning_cells(
+    tuning: Tuning,
+    head: dict[str, Any],
+    model: Any,
+    out_dir: Path,
+    trainable: dict[str, Any],
+    problems: list[str],
+) -> list[TrainCell]:
+    """The tuning runs (group ``tuning``): every agent x configuration x tuning seed."""
+    import gymnasium as gym
+
+    if tuning.task not in gym.registry:
+        problems.append(f"[tuning]: unknown task {tuning.task!r}; see `agentbench-poad envs`")
+        return []
+    preset = head.get("preset", "auto")
+    env_kwargs = {**head.get("env_kwargs", {}), **tuning.env_kwargs}
+    cells = []
+    for agent, index, configuration, seed, run_dir in tuning.runs(out_dir):
+        algorithm = trainable[agent]
+        overrides = {**head.get("overrides", {}), **configuration}
+        reserved = sorted(set(overrides) & _RESERVED)
+        try:
+            if reserved:
+                raise ValueError(f"may not set {reserved}")
+            family = preset_for(algorithm.config_class, tuning.task, preset)
+            algorithm.config_class.preset(family, **overrides)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"[tuning]: {agent} configuration {configuration}: {exc}")
+            continue
+        cells.append(
+            TrainCell(
+                _cell_agent(algorithm),
+                tuning.task,
+                seed,
+                tuning.searches[agent].total_steps,
+                str(model or ""),
+                family,
+                json.dumps(overrides, sort_keys=True),
+                f"config{index}",
+                str(run_dir),
+                json.dumps(env_kwargs, sort_keys=True),
+                TUNING_GROUP,
+            )
+        )
+    return cells
+
+
+def _tuned_overrides(
+    tuning: Tuning,
+    agent: str,
+    overrides: dict[str, Any],
+    spec: str,
+    where: str,
+    problems: list[str],
+) -> tuple[bool, dict[str, Any], str]:
+    """A tuned group's overrides for ``agent``: ``(chosen yet, overrides, config_source JSON)``."""
+    if agent not in tuning.searches:
+        problems.append(f"{where}: tuned = true, but {agent} is not in [tuning] agents")
+        return False, overrides, ""
+    clash = sorted(set(overrides) & tuning.tuned_keys(agent))
+    if clash:
+        problems.append(
+            f"{where}: overrides set {clash}, which the tuning chooses; drop them from the group"
+        )
+        return False, overrides, ""
+    if agent not in tuning.chosen:
+        return False, overrides, ""
+    source = json.dumps(tuning.config_source(spec, agent), sort_keys=True)
+    return True, {**overrides, **tuning.chosen[agent]}, source

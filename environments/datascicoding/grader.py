@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from agentbench_poad.core import to_text
 from agentbench_poad.environments.datascicoding.prompts import (
     Submission,
     may_define_model,
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 
 #: The entry the grader appends to the agent's module (run inside the sandbox only).
 ENTRY = "_agentbench_evaluate"
+#: Longest failure message / stdout tail a :class:`Grade` keeps (after escaping).
+MAX_MESSAGE_LENGTH = 4000
 
 #: Failure categories of the grader itself (the sandbox adds its own ``FailureCategory`` values).
 EMPTY_CODE = "empty_code"
@@ -90,12 +93,15 @@ class Grade:
         split_aucs: per-split AUCs (empty on failure).
         auc_std: their (population) standard deviation, ``0.0`` on failure.
         category: failure category (``None`` on success).
-        message: one readable line saying what went wrong (``""`` on success).
+        message: one readable line saying what went wrong (``""`` on success); made to fit the
+            text spaces (:func:`~agentbench_poad.core.to_text`, at most
+            :data:`MAX_MESSAGE_LENGTH` characters) since it carries the code's own words.
         runtime_s: sandbox wall time of the attempt (start-up included, waiting for a free
             slot excluded); 0.0 when the code never ran (empty, syntax error, banned
             construct, no ``model``).
         backend: the sandbox backend that ran it (``None`` when it never reached the sandbox).
-        stdout_tail: the tail of the code's stdout (diagnostics only; never in an observation).
+        stdout_tail: the tail of the code's stdout (diagnostics only; never in an observation),
+            sanitised like ``message``.
         holdout_auc: the held-out score (holdout protocol, successful attempt), else ``None``.
     """
 
@@ -109,6 +115,11 @@ class Grade:
     backend: str | None = None
     stdout_tail: str = ""
     holdout_auc: float | None = None
+
+    def __post_init__(self) -> None:
+        # The sandbox's texts are the agent's: escape and cap them here, once, for every use.
+        self.message = to_text(self.message, MAX_MESSAGE_LENGTH)
+        self.stdout_tail = to_text(self.stdout_tail, MAX_MESSAGE_LENGTH)
 
 
 def _failure(

@@ -134,7 +134,7 @@ class VirtualHomeEnv(TextEnv):
             index = view.index.get(normalize_action(action))
         if index is None:
             note = invalid_action_note(action, list(view.offered))
-            self._observation = to_text(f"{note} {view.prompt}")
+            self._observation = to_text(f"{note} {view.prompt}", self.observation_space.max_length)
             info = self._info(action_valid=False, action_effective=False)
             return self._observation, self.invalid_action_penalty, False, False, info
         key = (self.state, index)
@@ -163,7 +163,7 @@ class VirtualHomeEnv(TextEnv):
             index = {label: i for label, i in zip(labels, indices)}
             index.update({normalize_action(label): i for label, i in zip(labels, indices)})
             view = _View(
-                prompt=to_text(scenario.prompt(state)),
+                prompt=to_text(scenario.prompt(state), self.observation_space.max_length),
                 offered=labels,
                 index=index,
                 success=scenario.goal.achieved(scenario.scene, state),

@@ -54,6 +54,7 @@ def build_report(
     Returns:
         (path of report.md, path of report.html)
     """
+    from agentbench_poad.core import display_safe
     from agentbench_poad.leaderboard.report.html_page import render_html
     from agentbench_poad.leaderboard.report.markdown import render_markdown
     from agentbench_poad.leaderboard.report.svg import Colors, render_chart
@@ -61,7 +62,7 @@ def build_report(
     out_dir = Path(out_dir)
     charts_dir = out_dir / "charts"
     charts_dir.mkdir(parents=True, exist_ok=True)
-    report = build_model(records, as_paper(paper_results), title=title)
+    report = build_model(display_safe(list(records)), as_paper(paper_results), title=title)
     colors = Colors()
     charts = {chart.name: render_chart(chart, colors) for chart in report.charts()}
     for name, svg in charts.items():

@@ -1,0 +1,95 @@
+"""``leaderboard add``'s check of a tuned record: was it trained with the config its spec chose?
+
+A study with a tuning protocol (docs/study.md, "Tuning") writes each agent's chosen configuration
+into its spec (``[tuning.chosen]``) and, into every record of a tuned group,
+``training.config_source = {"spec": ..., "tuning": {...}, "chosen": {...}}``. Such a record is
+refused when the spec cannot be read, when the spec chose another configuration for the agent
+(or none), or when the configuration the runs actually trained with
+(``config.training_config.algorithm``) differs from the chosen one in any chosen field.
+Records without ``config_source`` are not tuned records and pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentbench_poad.leaderboard.schema import RecordError
+
+__all__ = ["check_config_source"]
+
+
+def _read_spec(path: Path) -> dict[str, Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        return json.loads(text)
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    return tomllib.loads(text)
+
+
+def _spec_path(spec: str, root: Path | None) -> Path:
+    path = Path(spec)
+    if path.is_absolute() or path.exists():
+        return path
+    for base in (root, Path(os.environ.get("AGENTBENCH_POAD_ROOT", ".")), _checkout()):
+        if base is not None and (base / path).exists():
+            return base / path
+    return path
+
+
+def _checkout() -> Path:
+    return Path(__file__).resolve().parents[1]
+
+
+def check_config_source(record: dict[str, Any], *, root: Path | None = None) -> None:
+    """Raise ``RecordError`` when a tuned record's config is not the one its spec chose.
+
+    Args:
+        record: the record to add.
+        root: where relative spec paths are found (default: the current directory, then
+            ``AGENTBENCH_POAD_ROOT``, then the checkout the package runs from).
+    """
+    source = (record.get("training") or {}).get("config_source")
+    if source is None:
+        return
+    name = record.get("record_id")
+    if not isinstance(source, dict) or not isinstance(source.get("chosen"), dict):
+        raise RecordError(f"record {name!r}: training.config_source must name spec and chosen")
+    spec_name = str(source.get("spec") or "")
+    path = _spec_path(spec_name, root)
+    try:
+        spec = _read_spec(path)
+    except (OSError, ValueError) as exc:
+        raise RecordError(
+            f"record {name!r} was trained with a tuned config from {spec_name}, which cannot be "
+            f"read ({exc}); add it from the checkout that holds the spec"
+        ) from None
+    config = (record.get("config") or {}).get("training_config") or {}
+    agent = str(config.get("agent") or "")
+    chosen_by_spec = ((spec.get("tuning") or {}).get("chosen") or {}).get(agent)
+    if chosen_by_spec is None:
+        raise RecordError(
+            f"record {name!r}: its spec {spec_name} chose no configuration for {agent!r}; run "
+            "`agentbench-poad study SPEC --select` after the tuning runs, then train with it"
+        )
+    if chosen_by_spec != source["chosen"]:
+        raise RecordError(
+            f"record {name!r} was trained with {source['chosen']}, but its spec {spec_name} "
+            f"chose {chosen_by_spec} for {agent}; retrain it with the chosen config"
+        )
+    trained = config.get("algorithm") or {}
+    differs = {k: (trained.get(k), v) for k, v in chosen_by_spec.items() if trained.get(k) != v}
+    if differs:
+        raise RecordError(
+            f"record {name!r}: its runs trained with "
+            + ", ".join(f"{k} = {got!r}" for k, (got, _) in differs.items())
+            + f" but its spec {spec_name} chose "
+            + ", ".join(f"{k} = {want!r}" for k, (_, want) in differs.items())
+            + f" for {agent}; retrain it with the chosen config"
+        )
