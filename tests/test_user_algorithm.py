@@ -59,7 +59,7 @@ BAD_CLASSES = {
         "class Algo(PPOAgent):\n    name = 'mine'\n    config_class = POADConfig\n"
         "    def make_critic(self, g): ...\n    def collect(self, p, a, g): ...\n",
         "missing methods ['bootstrap_values', 'compute_advantages', 'make_batch', "
-        "'evaluate_policy', 'evaluate_values']",
+        "'evaluate_policy']",
     ),
 }
 
@@ -127,6 +127,7 @@ def _buffer(rng: np.random.Generator, steps: int, envs: int, lengths: list[int])
     for _ in range(steps):
         records = []
         for _ in range(envs):
+            end = rng.random()
             records.append(
                 StepRecord(
                     prompt="",
@@ -134,7 +135,9 @@ def _buffer(rng: np.random.Generator, steps: int, envs: int, lengths: list[int])
                     sample=None,
                     values=rng.normal(size=lengths[k % len(lengths)]).tolist(),
                     reward=float(rng.normal()),
-                    done=bool(rng.random() < 0.3),
+                    terminated=end < 0.2,
+                    truncated=0.2 <= end < 0.35,  # a time limit: bootstraps from final_value
+                    final_value=float(rng.normal()),
                 )
             )
             k += 1

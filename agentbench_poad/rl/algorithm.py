@@ -43,6 +43,8 @@ __all__ = [
 ]
 
 #: The methods every algorithm defines (PPOAgent declares them and raises NotImplementedError).
+#: ``evaluate_values`` is needed too unless ``make_critic`` returns None (a critic-free
+#: algorithm, such as GRPO): that is only known once the class runs, so it is not checked here.
 REQUIRED_METHODS = (
     "make_critic",
     "collect",
@@ -50,7 +52,6 @@ REQUIRED_METHODS = (
     "compute_advantages",
     "make_batch",
     "evaluate_policy",
-    "evaluate_values",
 )
 #: An algorithm's ``name`` names its run directories and board rows: keep it file-name safe.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -96,7 +97,8 @@ def check_algorithm(target: Any, spec: str | None = None, *, reserved: Iterable[
       it would otherwise share run directories and board rows with);
     * has a ``config_class`` that is a dataclass subclassing
       :class:`~agentbench_poad.rl.config.PPOConfig` (its presets and ``--set`` fields);
-    * defines every method of :data:`REQUIRED_METHODS` (inherited from a built-in is fine).
+    * defines every method of :data:`REQUIRED_METHODS` (inherited from a built-in is fine), and
+      ``evaluate_values`` when it has a critic.
 
     Args:
         target: what the spec resolved to.
