@@ -1,29 +1,47 @@
-"""The report: tables, normalisation, paper rows, bootstrap, and a real browser render."""
+"""The report: tables, normalisation, paper rows, rliable's statistics, charts, and the
+generated tables of docs/results.md. (The real-browser render of the committed board is in
+test_leaderboard_report_browser.py.)"""
 
 from __future__ import annotations
 
 import copy
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentbench_poad.baselines.random import RandomAgent
 from agentbench_poad.cli import main
 from agentbench_poad.leaderboard import add_record, evaluate
+from agentbench_poad.leaderboard.records import load_records
 from agentbench_poad.leaderboard.report import (
-    bootstrap_difference,
     build_report,
+    iqm_difference,
+    iqm_estimate,
     load_paper_results,
     normalised,
+    probability_of_improvement,
+    stats,
 )
+from agentbench_poad.leaderboard.report.blocks import (
+    Curve,
+    CurveChart,
+    CurvePoint,
+    Interval,
+    IntervalChart,
+)
+from agentbench_poad.leaderboard.report.charts import AgentColors, inline_svg, render_chart
+from agentbench_poad.leaderboard.report.common import pm
+from agentbench_poad.leaderboard.report.results_tables import MARKER, fill
 from tests.test_leaderboard_toys import CODE_ID, CORRIDOR_ID, CodeAgent, make_corridor_oracle
 
-CHROMIUM = shutil.which("chromium") or (
-    "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
-)
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "leaderboard" / "results"
+RESULTS_MD = ROOT / "docs" / "results.md"
+BUILT = "2026-01-01T00:00:00+00:00"
 
 
 def _as(record, *, name=None, env_id=None, mean_shift=0.0, base=None):
@@ -58,6 +76,10 @@ def records():
         ],
     }
     poad["training"] = {"env_id": CORRIDOR_ID, "runs": ["r0"], "total_steps": 64, "best_code": None}
+    ntpo = _as(poad, name="ntpo", mean_shift=-0.3)
+    ntpo["learning_curve"] = copy.deepcopy(poad["learning_curve"])
+    for point in ntpo["learning_curve"]["points"]:
+        point.update(mean=point["mean"] - 0.3, low=point["low"] - 0.3, high=point["high"] - 0.3)
     code = evaluate(CodeAgent, CODE_ID, seeds=[0, 1], episodes=2)[0]
     dsc = _as(code, name="oracle", env_id="DataSciCoding-iris-v0")
     dsc_poad = _as(code, name="poad", env_id="DataSciCoding-iris-v0", mean_shift=-0.1)
@@ -72,7 +94,7 @@ def records():
         },
     }
     vh = _as(oracle, name="poad", env_id="VirtualHome-Cheese-v0")
-    return [oracle, random, poad, dsc, dsc_poad, vh]
+    return [oracle, random, poad, dsc, dsc_poad, vh, ntpo]
 
 
 PAPER = [
@@ -97,19 +119,6 @@ PAPER = [
 ]
 
 
-def test_normalised_and_bootstrap_math():
-    assert normalised(5.0, 0.0, 10.0) == 0.5
-    assert normalised(0.0, 0.0, 10.0) == 0.0 and normalised(10.0, 0.0, 10.0) == 1.0
-    assert normalised(1.0, None, 10.0) is None and normalised(1.0, 2.0, 2.0) is None
-    a, b = [1.0, 1.2, 0.9, 1.1], [0.0, 0.1, -0.1, 0.05]
-    diff, lo, hi = bootstrap_difference(a, b)
-    assert diff == pytest.approx(sum(a) / 4 - sum(b) / 4)
-    assert lo < diff < hi and lo > 0
-    assert bootstrap_difference(a, b) == (diff, lo, hi)  # seeded: identical twice
-    same = bootstrap_difference(a, a)
-    assert same[1] < 0 < same[2]
-
-
 def test_shipped_paper_results_file_is_valid():
     results = load_paper_results()
     for item in results:  # every shipped number names its source
@@ -119,16 +128,23 @@ def test_shipped_paper_results_file_is_valid():
 def test_report_tables(tmp_path, records):
     md, page = build_report(records, tmp_path, paper_results=PAPER)
     text = md.read_text()
-    # per-env table with mean ± s.e. and normalisation (oracle 1, random 0)
+    # per-env table: mean ± s.e., IQM with its CI, success, normalisation (oracle 1, random 0)
     corridor = text.split(f"### {CORRIDOR_ID}")[1].split("###")[0]
-    assert re.search(r"\| oracle \| [-\d.]+ ± [\d.]+ \| 1\.000 ± 0\.000 \| 1\.000 \|", corridor)
-    assert re.search(r"\| random \| [-\d.]+ ± [\d.]+ \| [\d.]+ ± [\d.]+ \| 0\.000 \|", corridor)
+    num, ci = r"-?[\d.]+", r"\[-?[\d.]+, -?[\d.]+\]"
+    assert re.search(
+        rf"\| oracle \| {num} ± [\d.]+ \| {num} {ci} \| 1\.000 ± 0\.000 \| 1\.000 \|", corridor
+    )
+    assert re.search(
+        rf"\| random \| {num} ± [\d.]+ \| {num} {ci} \| [\d.]+ ± [\d.]+ \| 0\.000 \|", corridor
+    )
     poad_row = next(line for line in corridor.splitlines() if line.startswith("| poad"))
     oracle, random, poad = records[0], records[1], records[2]
     expected = (poad["scores"]["mean"] - random["scores"]["mean"]) / (
         oracle["scores"]["mean"] - random["scores"]["mean"]
     )
     assert f"| {expected:.3f} |" in poad_row
+    iqm = iqm_estimate([s["score"] for s in poad["scores"]["per_seed"]])
+    assert f"| {iqm.point:.3f} [{iqm.low:.3f}, {iqm.high:.3f}] |" in poad_row
     # generalisation tables in the Table 1 layout (columns from the env facts' paper layout)
     gen = text.split("\n## Generalisation")[1].split("\n## ")[0]
     assert (
@@ -144,15 +160,27 @@ def test_report_tables(tmp_path, records):
     assert "CAAFE (GPT-4) (paper, Table 4 / Appendix F)" in dsc
     assert re.search(r"\| iris \| 0\.750 ± 0\.000 \| .*0\.970 \| _--_ \|", dsc)
     assert re.search(r"\| airlines \| (-- \| )+_0\.61 ± 0\.02_ \|", dsc)
-    # pairwise comparison with POAD, seeded bootstrap
-    pair = text.split("Pairwise comparison")[1].split("## ")[0]
-    assert f"| {CORRIDOR_ID} | oracle |" in pair and "| seeds |" in pair
+    # the comparison with POAD: rliable's IQM difference and P(agent > POAD), verdict from the CI
+    pair = text.split("## Comparison with POAD")[1].split("\n## ")[0]
+    ntpo_row = next(
+        line for line in pair.splitlines() if line.startswith(f"| {CORRIDOR_ID} | ntpo")
+    )
+    runs = lambda r: [s["score"] for s in r["scores"]["per_seed"]]  # noqa: E731
+    diff = iqm_difference(runs(records[6]), runs(poad))
+    poi = probability_of_improvement(runs(records[6]), runs(poad))
+    assert f"| {diff.point:+.3f} | [{diff.low:.3f}, {diff.high:.3f}] |" in ntpo_row
+    assert f"| {poi.point:.2f} | [{poi.low:.2f}, {poi.high:.2f}] |" in ntpo_row
+    assert ntpo_row.endswith(f"| {stats.verdict(diff)} |")
+    assert f"| {CORRIDOR_ID} | oracle |" not in pair  # anchors are not compared
+    # the chart files: IQM intervals per env, learning curves, P(agent > POAD)
+    charts = {p.name for p in (tmp_path / "charts").glob("*.svg")}
+    assert {f"iqm-{CORRIDOR_ID}.svg", f"curve-{CORRIDOR_ID}.svg"} <= charts
+    assert f"improvement-{CORRIDOR_ID}.svg" in charts
     # provenance names every record and the paper sources
     prov = text.split("Provenance")[1]
     for r in records:
         assert r["record_id"] in prov
     assert "test fixture row: https://example.org/test-fixture" in prov
-    assert (tmp_path / "charts" / f"curve-{CORRIDOR_ID}.svg").exists()
 
 
 def test_html_is_self_contained(tmp_path, records):
@@ -161,8 +189,14 @@ def test_html_is_self_contained(tmp_path, records):
     assert "<style>" in html and "<script" not in html
     assert not re.search(r"""(src|href)\s*=\s*["'](https?:|//|file:)""", html)
     assert "<link" not in html and "@import" not in html
-    assert html.count("<svg") == len(list((tmp_path / "charts").glob("*.svg")))
-    assert 'class="spread"' in html  # the shaded learning-curve band
+    files = sorted((tmp_path / "charts").glob("*.svg"))
+    assert html.count("<svg") == len(files) and "<?xml" not in html
+    for f in files:  # each chart inline, its ids prefixed so that charts cannot clash
+        assert f'data-chart="{f.stem}"' in html
+    ids = re.findall(r'\bid="([^"]+)"', html)
+    assert len(ids) == len(set(ids)), "duplicate ids in the page"
+    for ref in re.findall(r'(?:href="#|url\(#)([^")]+)', html):
+        assert ref in ids, ref
 
 
 def test_report_without_paper_numbers_says_so(tmp_path, records):
@@ -184,89 +218,172 @@ def test_report_cli_reads_the_store(tmp_path, records, capsys):
     assert "report.html" in captured.out
 
 
-# -- a real browser --------------------------------------------------------------------------
-def _chromium(tmp_path: Path, page: Path, *extra: str) -> subprocess.CompletedProcess:
-    profile = tmp_path / "chromium-profile"
-    return subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--enable-logging=stderr",
-            # --v=1 also logs every file the page loads (FileURLLoader::Start: URL)
-            "--v=1",
-            *extra,
-            page.resolve().as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+# -- statistics: rliable's, against plain loops ------------------------------------------------
+scores = st.lists(st.floats(-2.0, 2.0, allow_nan=False).map(lambda x: round(x, 3)), min_size=1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=scores)
+def test_iqm_is_rliables_and_a_plain_trimmed_mean(values):
+    from rliable import metrics
+
+    ordered = sorted(values)
+    cut = int(0.25 * len(ordered))  # scipy's trim_mean: int(0.25 n) off each end
+    kept = ordered[cut : len(ordered) - cut]
+    plain = sum(kept) / len(kept)
+    runs = np.asarray(values).reshape(-1, 1)
+    assert stats.iqm(runs) == pytest.approx(plain, abs=1e-9)
+    assert stats.iqm(runs) == pytest.approx(float(metrics.aggregate_iqm(runs)), abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=scores, y=scores)
+def test_probability_of_improvement_is_rliables_and_a_plain_count(x, y):
+    from rliable import metrics
+
+    wins = 0.0
+    for a in x:
+        for b in y:
+            wins += 1.0 if a > b else 0.5 if a == b else 0.0
+    plain = wins / (len(x) * len(y))
+    ax, ay = np.asarray(x).reshape(-1, 1), np.asarray(y).reshape(-1, 1)
+    assert stats.improvement(ax, ay) == pytest.approx(plain, abs=1e-9)
+    assert stats.improvement(ax, ay) == pytest.approx(
+        float(metrics.probability_of_improvement(ax, ay)), abs=1e-9
     )
 
 
-def _page_errors(stderr: str) -> list[str]:
-    """Console messages and script errors of the page (not chromium's own dbus/gpu noise)."""
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
-
-
-def _loaded_files(stderr: str) -> set[str]:
-    return set(re.findall(r"FileURLLoader::Start: (\S+)", stderr))
-
-
-@pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="chromium is not installed (CI installs Debian's "
-    "`chromium`); the render test needs a real browser",
-)
-def test_report_renders_in_headless_chromium(tmp_path, records):
-    _, page = build_report(records, tmp_path / "site", paper_results=PAPER)
-    dom = _chromium(tmp_path, page, "--dump-dom")
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    assert _page_errors(dom.stderr) == []
-    assert _loaded_files(dom.stderr) == {page.resolve().as_uri()}  # nothing besides the page
-    html = dom.stdout
-    for css in (
-        "env-table",
-        "generalization-table generalization-return",
-        "dsc-table",
-        "pairwise",
-        "provenance",
-    ):
-        assert f'class="{css}"' in html, css
-    assert html.count("<svg") >= 4 and "<polyline" in html and "<polygon" in html
-    assert "Food Preparation" in html and "TWOSOME (paper, Table 1 / Appendix H)" in html
-
-    shot = tmp_path / "shot.png"
-    run = _chromium(
-        tmp_path, page, f"--screenshot={shot}", "--window-size=1200,2400", "--hide-scrollbars"
+def test_intervals_are_seeded_and_leave_numpys_generator_alone():
+    np.random.seed(7)
+    before = np.random.get_state()[1].copy()
+    a, b = [1.0, 1.2, 0.9, 1.1, 1.05], [0.0, 0.1, -0.1, 0.05, 0.02]
+    first = stats._difference_cached(tuple(a), tuple(b), 11, 300)
+    stats._difference_cached.cache_clear()
+    assert stats._difference_cached(tuple(a), tuple(b), 11, 300) == first  # seeded
+    assert (np.random.get_state()[1] == before).all()  # the caller's stream is untouched
+    assert first.point == pytest.approx(stats.iqm(np.array(a)) - stats.iqm(np.array(b)))
+    assert first.low is not None and 0 < first.low <= first.point <= first.high
+    assert stats.verdict(first) == "better"
+    same = iqm_difference(a, a)
+    assert same.low < 0 < same.high and stats.verdict(same) == "no significant difference (equal)"
+    lower = iqm_difference(b, a + [5.0])
+    assert stats.verdict(lower, higher="up", lower="down") == "worse"
+    assert stats.verdict(iqm_difference([0.1, 0.2, 0.3], [0.2, 0.3, 0.4]), lower="down") == (
+        "no significant difference (down)"
     )
-    assert run.returncode == 0 and shot.exists()
-    image = pytest.importorskip("PIL.Image").open(shot).convert("RGB")
-    colours = image.getcolors(maxcolors=1 << 20) or []
-    painted = sum(n for n, c in colours if c != (255, 255, 255))
-    assert painted > 0.02 * image.width * image.height  # text, table rules and charts drawn
-    poad_blue = sum(
-        n for n, (r, g, b) in colours if abs(r - 0x1F) < 40 and abs(g - 0x77) < 40 and b > 150
+    poi = probability_of_improvement(a, b)
+    assert poi.point == 1.0 and poi.low is not None and poi.low <= poi.high <= 1.0
+
+
+def test_one_seed_is_told_apart():
+    one = iqm_estimate([0.7])
+    assert (one.point, one.low, one.high, one.runs) == (0.7, None, None, 1)
+    assert not one.has_interval and not one.excludes(0.0)
+    assert stats.verdict(iqm_difference([0.7], [0.1, 0.2])) == "no CI (n = 1)"
+    assert pm(0.7, 0.0, 1) == "0.700 (n = 1)" and pm(0.7, 0.05, 3) == "0.700 ± 0.050"
+
+
+def test_normalised():
+    assert normalised(5.0, 0.0, 10.0) == 0.5
+    assert normalised(0.0, 0.0, 10.0) == 0.0 and normalised(10.0, 0.0, 10.0) == 1.0
+    assert normalised(1.0, None, 10.0) is None and normalised(1.0, 2.0, 2.0) is None
+
+
+def test_a_single_seed_record_shows_n_1_not_a_zero_spread(tmp_path, records):
+    single = copy.deepcopy(records[2])
+    single["scores"]["per_seed"] = single["scores"]["per_seed"][:1]
+    single["protocol"]["seeds"] = single["protocol"]["seeds"][:1]
+    md, _ = build_report([records[0], single], tmp_path, paper_results=[])
+    row = next(
+        line
+        for line in md.read_text().split(f"### {CORRIDOR_ID}")[1].splitlines()
+        if line.startswith("| poad")
     )
-    assert poad_blue > 200  # the POAD bars / curve were painted
+    assert "(n = 1)" in row and "(n = 1: no CI)" in row and "± 0.000" not in row
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
-def test_the_render_check_catches_a_broken_page(tmp_path):
-    """The detectors above are not vacuous: script errors and extra files are reported."""
-    page = tmp_path / "broken.html"
+# -- charts ------------------------------------------------------------------------------------
+LONG = "ntpo (smollm2-135m) [trained on VirtualHome-FoodPreparation-v0]"
+
+
+def test_charts_are_reproducible_and_self_contained(tmp_path, records):
+    a, b = tmp_path / "a", tmp_path / "b"
+    build_report(records, a, paper_results=PAPER, built=BUILT)
+    build_report(records, b, paper_results=PAPER, built=BUILT)
+    for f in sorted((a / "charts").glob("*.svg")):
+        text = f.read_text()
+        assert text == (b / "charts" / f.name).read_text(), f.name  # same records, same bytes
+        assert "<dc:date>" not in text  # no build date: the bytes depend on the records only
+        assert "<image" not in text  # vectors only
+    assert (a / "report.html").read_text() == (b / "report.html").read_text()
+
+
+def test_one_colour_per_agent_in_every_chart():
+    colors = AgentColors(["twosome", "zeta", "poad", "alpha"])
+    assert colors("poad") == colors("POAD") == AgentColors()("poad")  # fixed for known agents
+    assert len({colors(n) for n in ("poad", "ntpo", "twosome", "zeta", "alpha", "oracle")}) == 6
+    interval = IntervalChart(
+        "i",
+        "title",
+        (Interval("zeta", LONG, 0.5, 0.2, 0.8, 3), Interval("poad", "poad", 0.1, None, None, 1)),
+        "x",
+    )
+    curve = CurveChart(
+        "c",
+        "title",
+        (Curve("zeta", LONG, (CurvePoint(0, 0.1, 0.0, 0.2), CurvePoint(64, 0.4, 0.3, 0.5))),),
+        "env steps",
+        "return",
+    )
+    for chart in (interval, curve):
+        svg = render_chart(chart, colors).lower()
+        assert colors("zeta").lower() in svg
+    # a long agent name is wrapped (and the figure grows), not cut
+    assert render_chart(interval, colors) == render_chart(interval, colors)
+    inline = inline_svg(render_chart(interval, colors), "i", "title")
+    assert inline.startswith('<svg class="chart" data-chart="i" role="img"')
+    assert "<title>title</title>" in inline
+
+
+# -- docs/results.md ---------------------------------------------------------------------------
+def test_committed_results_page_equals_its_generated_tables():
+    """Every marked table of docs/results.md is what `leaderboard results-tables` gives today."""
+    text = RESULTS_MD.read_text(encoding="utf-8")
+    names = [m.group("name") for m in MARKER.finditer(text)]
+    assert {"comparison", "table1", "env:Overcooked-TomatoSalad-v0"} <= set(names)
+    regenerated = fill(text, load_records(RESULTS))
+    assert regenerated == text, (
+        "docs/results.md differs from the records; run "
+        "`agentbench-poad leaderboard results-tables --write docs/results.md`"
+    )
+
+
+def test_results_tables_command_writes_checks_and_refuses(tmp_path, records, capsys):
+    store = tmp_path / "store"
+    for r in records:
+        add_record(r, store)
+    page = tmp_path / "results.md"
     page.write_text(
-        '<!DOCTYPE html><html><body><img src="missing.png">'
-        "<script>undefined_function();</script></body></html>"
+        "# Results\n\nProse stays.\n\n"
+        f"<!-- results-tables: env:{CORRIDOR_ID} -->\nstale\n<!-- /results-tables: env:{CORRIDOR_ID} -->\n"
+        "<!-- results-tables: comparison -->\n<!-- /results-tables: comparison -->\n"
     )
-    run = _chromium(tmp_path, page, "--dump-dom")
-    assert run.returncode == 0
-    assert any("undefined_function" in line for line in _page_errors(run.stderr))
-    assert (tmp_path / "missing.png").as_uri() in _loaded_files(run.stderr)
+    args = ["leaderboard", "--store", str(store), "results-tables", str(page)]
+    assert main([*args, "--check"]) == 1
+    assert "--write" in capsys.readouterr().err
+    assert main([*args, "--write"]) == 0
+    written = page.read_text()
+    assert "Prose stays." in written and "stale" not in written
+    assert f"`{records[2]['record_id']}`" in written
+    verdicts = [
+        line.rsplit("|", 2)[1].strip()
+        for line in written.splitlines()
+        if line.startswith(f"| {CORRIDOR_ID} | ntpo")
+    ]
+    assert verdicts and all(
+        v in ("better", "worse") or v.startswith("no significant difference") for v in verdicts
+    )
+    assert main([*args, "--check"]) == 0
+    page.write_text(written.replace("comparison -->", "nonsense -->"))
+    assert main([*args, "--check"]) == 2
+    assert "'nonsense'" in capsys.readouterr().err

@@ -352,3 +352,74 @@ def test_each_sentence_is_in_both_renderings(committed, shipped):
     assert "| _POAD (paper, Table 1 / Appendix H)_ |" in md
     assert '<tr class="paper-row"><td>POAD (paper, Table 1 / Appendix H)</td>' in page
     assert '<th class="paper-col">CAAFE (GPT-4) (paper, Table 4 / Appendix F)</th>' in page
+
+
+def test_table1_tasks_show_the_discounted_return_beside_the_return(committed, shipped):
+    """The paper's Table 1 metric is the discounted return: on its tasks the per-env table
+    shows it beside our (undiscounted) score, from the records' per-seed values."""
+    from agentbench_poad.leaderboard.report.common import seed_discounted_returns
+
+    report = build_model(committed, shipped, built=BUILT)
+    (cheese,) = report.section("env-VirtualHome-Cheese-v0").tables()
+    (column,) = [h for h in cheese.header if h.startswith("discounted return")]
+    assert column == "discounted return (γ = 0.95)"
+    label = "ntpo (smollm2-135m) [trained on VirtualHome-FoodPreparation-v0]"
+    record = next(
+        r
+        for r in committed
+        if r["env"]["id"] == "VirtualHome-Cheese-v0" and r["agent"]["name"] == "ntpo"
+    )
+    mean, se = mean_stderr(seed_discounted_returns(record))
+    assert cheese.row(label).cells[cheese.header.index(column)] == f"{mean:.3f} ± {se:.3f}"
+    (salad,) = report.section("env-Overcooked-TomatoSalad-v0").tables()
+    assert not any(h.startswith("discounted") for h in salad.header)  # not a Table 1 task
+    # one seed reads "n = 1", never a spread of zero
+    base = salad.row("base (smollm2-135m)")
+    assert base.cells[1].endswith("(n = 1)") and "(n = 1: no CI)" in base.cells[2]
+
+
+def test_learning_curves_mark_the_papers_numbers(committed, shipped):
+    from agentbench_poad.leaderboard.report.blocks import Marker
+
+    item = {
+        "table": "Figure 3",
+        "env_id": "Overcooked-TomatoSalad-v0",
+        "agent": "poad",
+        "label": "POAD",
+        "metric": "return",
+        "value": 0.9,
+        "source": {"url": "https://example.org/fixture", "where": "Figure 3 (fixture)"},
+    }
+    paper = PaperResults(results=(item,), layouts=shipped.layouts)
+    charts = {c.name: c for c in build_model(committed, paper, built=BUILT).charts()}
+    curve = charts["curve-Overcooked-TomatoSalad-v0"]
+    assert curve.markers == (Marker("poad", "POAD (paper, Figure 3)", 0.9),)
+    assert {c.agent for c in curve.curves} >= {"poad", "ntpo", "twosome"}  # one axes for all
+    assert charts["curve-Overcooked-TomatoLettuceSalad-v0"].markers == ()
+
+
+def test_comparison_has_a_performance_profile_over_the_table1_tasks(committed, shipped):
+    from agentbench_poad.leaderboard.report.blocks import ProfileChart
+
+    section = build_model(committed, shipped, built=BUILT).section("pairwise")
+    (profile,) = [c for c in section.charts() if isinstance(c, ProfileChart)]
+    labels = {c.label: c for c in profile.curves}
+    trained = "ntpo (smollm2-135m) [trained on VirtualHome-FoodPreparation-v0]"
+    assert trained in labels and "oracle" in labels
+    assert len(profile.thresholds) == 21
+    oracle = labels["oracle"]  # succeeds on every episode: every run above every τ < 1
+    assert all(p.mean == 1.0 for p in oracle.points if p.step < 1.0)
+    for curve in profile.curves:
+        assert all(p.lower <= p.mean + 1e-9 and p.mean <= p.upper + 1e-9 for p in curve.points)
+
+
+def test_a_scripted_row_normalises_where_no_oracle_exists_and_says_so(committed, shipped):
+    report = build_model(committed, shipped, built=BUILT)
+    (iris,) = report.section("env-DataSciCoding-iris-v0").tables()
+    assert "the scripted row 1 (a scripted solution, not an upper bound" in iris.caption
+    assert iris.row("scripted").kind == "anchor"
+    assert iris.row("scripted").cells[iris.header.index("normalised")] == "1.000"
+    (salad,) = report.section("env-Overcooked-TomatoSalad-v0").tables()
+    assert "the oracle row 1" in salad.caption and "scripted" not in salad.caption
+    (comparison,) = report.section("pairwise").tables()
+    assert not [r for r in comparison.rows if r.cells[1] in ("scripted", "oracle", "random")]

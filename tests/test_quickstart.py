@@ -55,7 +55,7 @@ def test_quickstart_writes_a_record_per_row_and_the_report(quickstart, capsys):
     md = (quickstart / "report" / "report.md").read_text()
     for name in ("poad", "ntpo", "twosome"):
         assert f"| {name} (model) |" in md
-    assert f"curve-{ENV}.svg" in md and "<polyline" in html
+    assert f"curve-{ENV}.svg" in md and f'data-chart="curve-{ENV}"' in html
     assert "| iris |" in md
 
 

@@ -82,6 +82,9 @@ def add_parser(subparsers) -> None:
     r.add_argument("--paper", help="paper results JSON (default: the package's)")
     r.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     r.set_defaults(func=run_report)
+    from agentbench_poad.leaderboard.report.results_tables import add_parser as _tables
+
+    _tables(sub)  # `leaderboard results-tables` (docs/results.md's generated tables)
 
 
 def _store(args: argparse.Namespace):

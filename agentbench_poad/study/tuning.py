@@ -147,11 +147,28 @@ class Tuning:
         return out / "tuning" / _slug(self.task) / agent / f"config{index}" / f"seed{seed}"
 
     def runs(self, out: Path) -> Iterable[tuple[str, int, dict[str, Any], int, Path]]:
-        """Every tuning run: ``(agent, index, configuration, seed, run_dir)``."""
-        for agent, search in self.searches.items():
-            for index, configuration in enumerate(search.configurations):
-                for seed in search.seeds:
-                    yield agent, index, configuration, seed, self.run_dir(out, agent, index, seed)
+        """Every tuning run: ``(agent, index, configuration, seed, run_dir)``.
+
+        Interleaved (seed, then configuration, then agent), so that a study stopped part-way has
+        given every agent the same share of its search: the search is equal at every stopping
+        point, not only at the end.
+        """
+        searches = list(self.searches.items())
+        n_seeds = max((len(s.seeds) for _, s in searches), default=0)
+        n_configs = max((len(s.configurations) for _, s in searches), default=0)
+        for seed_index in range(n_seeds):
+            for index in range(n_configs):
+                for agent, search in searches:
+                    if seed_index < len(search.seeds) and index < len(search.configurations):
+                        seed = search.seeds[seed_index]
+                        configuration = search.configurations[index]
+                        yield (
+                            agent,
+                            index,
+                            configuration,
+                            seed,
+                            self.run_dir(out, agent, index, seed),
+                        )
 
     def config_source(self, spec: str, agent: str) -> dict[str, Any]:
         """The record field ``training.config_source`` of a tuned run of ``agent``."""

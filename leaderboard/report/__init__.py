@@ -5,12 +5,15 @@
 * ``report.md`` -- the tables, with the charts as SVG files under ``charts/``;
 * ``report.html`` -- one page with inline CSS and inline SVG charts (no external assets, no
   JavaScript), which renders in any browser or offline;
+* ``charts/*.svg`` -- the charts, drawn by matplotlib (reproducible: same records, same bytes);
 * ``report-index.json`` -- which records and how many published numbers went in.
 
 The parts: :mod:`.model` builds the report as data (sections, tables, charts; every sentence
-once), :mod:`.markdown` and :mod:`.html_page` render it, :mod:`.svg` draws the charts,
-:mod:`.stats` holds the statistics and :mod:`.paper` the paper's published numbers
-(``paper_results.json``: schema, checks, loading).
+once; its blocks in :mod:`.blocks`, the paper's table layouts in :mod:`.paper_sections`, the
+comparison with POAD in :mod:`.comparison`), :mod:`.markdown` and :mod:`.html_page` render it,
+:mod:`.charts` draws the charts with matplotlib, :mod:`.stats` holds the statistics (rliable)
+and :mod:`.paper` the paper's published numbers (``paper_results.json``: schema, checks,
+loading). :mod:`.results_tables` writes the generated tables of docs/results.md.
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ from agentbench_poad.leaderboard.report.paper import (
 from agentbench_poad.leaderboard.report.stats import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
-    bootstrap_difference,
+    iqm_difference,
+    iqm_estimate,
     normalised,
+    probability_of_improvement,
 )
 
 
@@ -41,6 +46,7 @@ def build_report(
     out_dir: Path | str,
     paper_results: PaperResults | Sequence[dict[str, Any]] | None = None,
     title: str = "agentbench-poad leaderboard",
+    built: str | None = None,
 ) -> tuple[Path, Path]:
     """Write ``report.md``, ``report.html``, ``charts/*.svg`` and ``report-index.json``.
 
@@ -50,29 +56,34 @@ def build_report(
         paper_results: the published numbers: a :class:`PaperResults` (:func:`load_paper`), a
             list of entries (placed with the shipped layouts), or ``None`` for the shipped file.
         title: the page title.
+        built: the build time printed on the page (default: now, UTC); pass one to make the
+            output byte-for-byte reproducible.
 
     Returns:
         (path of report.md, path of report.html)
     """
     from agentbench_poad.core import display_safe
+    from agentbench_poad.leaderboard.report.charts import AgentColors, inline_svg, render_chart
     from agentbench_poad.leaderboard.report.html_page import render_html
     from agentbench_poad.leaderboard.report.markdown import render_markdown
-    from agentbench_poad.leaderboard.report.svg import Colors, render_chart
 
     out_dir = Path(out_dir)
     charts_dir = out_dir / "charts"
     charts_dir.mkdir(parents=True, exist_ok=True)
-    report = build_model(display_safe(list(records)), as_paper(paper_results), title=title)
-    colors = Colors()
-    charts = {chart.name: render_chart(chart, colors) for chart in report.charts()}
-    for name, svg in charts.items():
+    records = display_safe(list(records))
+    report = build_model(records, as_paper(paper_results), title=title, built=built)
+    # one colour per agent in every chart: assigned in a fixed order (sorted agent names)
+    colors = AgentColors(sorted({r["agent"]["name"] for r in records}))
+    charts = {chart.name: (chart, render_chart(chart, colors)) for chart in report.charts()}
+    for name, (_, svg) in charts.items():
         (charts_dir / f"{name}.svg").write_text(svg, encoding="utf-8")
     md_path = out_dir / "report.md"
     md_path.write_text(
         render_markdown(report, {n: f"charts/{n}.svg" for n in charts}), encoding="utf-8"
     )
     html_path = out_dir / "report.html"
-    html_path.write_text(render_html(report, charts), encoding="utf-8")
+    inline = {n: inline_svg(svg, n, chart.title) for n, (chart, svg) in charts.items()}
+    html_path.write_text(render_html(report, inline), encoding="utf-8")
     write_json_atomic(out_dir / "report-index.json", report.index)
     return md_path, html_path
 
@@ -84,10 +95,12 @@ __all__ = [
     "REFERENCE_AGENT",
     "PaperResults",
     "Report",
-    "bootstrap_difference",
     "build_model",
     "build_report",
     "load_paper",
+    "iqm_difference",
+    "iqm_estimate",
     "load_paper_results",
     "normalised",
+    "probability_of_improvement",
 ]

@@ -8,9 +8,8 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 
-from agentbench_poad.leaderboard.report.model import (
-    BarChart,
-    CurveChart,
+from agentbench_poad.leaderboard.report.blocks import (
+    CHART_TYPES,
     Paragraph,
     Report,
     Section,
@@ -26,8 +25,7 @@ caption{text-align:left;font-style:italic;padding:0.3em 0}
 th,td{border:1px solid #ccc;padding:0.3em 0.6em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}tr.paper-row td,td.paper-col,th.paper-col{font-style:italic;
 background:#fff8e1}tr.anchor-row td{color:#555}td code,pre{font-size:0.85em}
-.chart{display:block;margin:0.5em 0}.chart-title{font-size:14px;font-weight:bold}
-.tick{font-size:10px;fill:#555}.label{font-size:11px}.axis-label{font-size:12px}
+.chart{display:block;margin:0.5em 0;max-width:100%;height:auto}
 .note{color:#555;font-size:0.9em}.callout{border-left:3px solid #e0a800;padding-left:0.6em}
 .provenance td{font-size:0.8em}
 """
@@ -76,7 +74,7 @@ def _section(section: Section, level: int, charts: Mapping[str, str]) -> list[st
             out.append(_paragraph(block))
         elif isinstance(block, Table):
             out.append(render_table(block))
-        elif isinstance(block, BarChart | CurveChart):
+        elif isinstance(block, CHART_TYPES):
             out.append(charts[block.name])
     return out
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from agentbench_poad.leaderboard.report.model import (
-    BarChart,
-    CurveChart,
+from agentbench_poad.leaderboard.report.blocks import (
+    CHART_TYPES,
     Paragraph,
     Report,
     Section,
@@ -49,7 +48,7 @@ def _blocks(section: Section, level: int, chart_paths: Mapping[str, str]) -> lis
             out += [f"> {block.text}" if block.callout else block.text, ""]
         elif isinstance(block, Table):
             out += [render_table(block), ""]
-        elif isinstance(block, BarChart | CurveChart):
+        elif isinstance(block, CHART_TYPES):
             out += [f"![{block.title}]({chart_paths[block.name]})", ""]
     return out
 

@@ -1,34 +1,241 @@
-"""Statistics of the report: normalisation between anchors and a seeded bootstrap difference."""
+"""Statistics of the report: rliable's estimates over seeds, plus normalisation between anchors.
+
+The comparison statistics come from rliable (Agarwal et al., "Deep RL at the Edge of the
+Statistical Precipice", NeurIPS 2021), not from a bootstrap written here:
+
+* the interquartile mean (IQM) of an agent's per-seed scores with its stratified-bootstrap 95 %
+  CI (:func:`iqm_estimate`);
+* the difference of two agents' IQMs with its CI, the runs of each agent resampled
+  independently (:func:`iqm_difference`);
+* the probability of improvement P(X > Y) with its CI (:func:`probability_of_improvement`);
+* performance profiles, the fraction of runs whose score exceeds each threshold
+  (:func:`performance_profile`).
+
+A *run* is one training seed: its score is the record's per-seed score (the mean over that seed's
+episodes), so episodes are never resampled as if they were seeds. With fewer than two runs there
+is no interval: an :class:`Estimate` then has ``low``/``high`` of ``None`` and the report prints
+"n = 1" instead of an interval of width zero.
+
+Every bootstrap is seeded (:data:`BOOTSTRAP_SEED`, printed in the report's captions), so a report
+built twice from the same records is the same. rliable 1.2 draws its resampling indices from
+numpy's global generator whatever ``random_state`` says (and arch deprecates that argument), so
+:func:`_seeded` seeds the global generator for the call and restores it afterwards. rliable is imported lazily, only here.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
+#: Bootstrap resamples per interval, and the seed of every bootstrap of the report.
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240523
+#: Coverage of every interval the report prints.
+CONFIDENCE = 0.95
 
 
-def bootstrap_difference(
-    a: Sequence[float],
-    b: Sequence[float],
-    *,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-    level: float = 0.95,
+class Estimate(NamedTuple):
+    """A point estimate over ``runs`` seeds and its bootstrap CI (``None`` with one run)."""
+
+    point: float
+    low: float | None
+    high: float | None
+    runs: int
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def excludes(self, value: float) -> bool:
+        """Whether the CI lies wholly on one side of ``value`` (False without a CI)."""
+        return self.has_interval and (self.low > value or self.high < value)  # type: ignore[operator]
+
+
+def _rliable() -> tuple[Any, Any]:
+    try:
+        from rliable import library, metrics
+    except ImportError as exc:  # pragma: no cover - the extra is part of train and dev
+        raise ImportError(
+            "the report's statistics need rliable; install it with "
+            '`pip install -e ".[report]"` (included in the train and dev extras)'
+        ) from exc
+    return library, metrics
+
+
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """Seed numpy's global generator (rliable resamples with it) and restore it afterwards."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
+def _runs(values: Sequence[float]) -> np.ndarray:
+    """Per-seed scores as rliable's (runs × tasks) matrix with one task."""
+    array = np.asarray(list(values), dtype=float).reshape(-1, 1)
+    if array.size == 0:
+        raise ValueError("an estimate needs at least one run (seed)")
+    return array
+
+
+def iqm(scores: np.ndarray) -> float:
+    """rliable's ``aggregate_iqm`` (``scipy.stats.trim_mean(scores, 0.25, axis=None)``: sort all
+    scores, drop ``int(0.25 n)`` from each end, average the rest), computed without scipy's
+    per-call argument checks, which cost more than the statistic inside a 2,000-resample
+    bootstrap. Tests hold it equal to ``rliable.metrics.aggregate_iqm``."""
+    flat = np.sort(np.asarray(scores, dtype=float), axis=None)
+    cut = int(0.25 * flat.size)
+    return float(flat[cut : flat.size - cut].mean())
+
+
+def improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> float:
+    """rliable's ``probability_of_improvement`` for one task: the Mann-Whitney U of X over Y
+    divided by ``n_x n_y`` (a tie counts one half), counted directly rather than through
+    ``scipy.stats.mannwhitneyu`` (the same number; tests hold it equal to rliable's)."""
+    x = np.asarray(scores_x, dtype=float).reshape(-1, 1)
+    y = np.asarray(scores_y, dtype=float).reshape(1, -1)
+    return float(((x > y).sum() + 0.5 * (x == y).sum()) / (x.size * y.size))
+
+
+def _interval(
+    scores: np.ndarray | list[np.ndarray], func: Any, seed: int, resamples: int
 ) -> tuple[float, float, float]:
-    """mean(a) - mean(b) and its percentile bootstrap CI (independent resampling, seeded)."""
-    a_arr, b_arr = np.asarray(a, float), np.asarray(b, float)
-    if a_arr.size == 0 or b_arr.size == 0:
-        raise ValueError("bootstrap_difference needs two non-empty samples")
-    rng = np.random.default_rng(seed)
-    ia = rng.integers(0, a_arr.size, size=(resamples, a_arr.size))
-    ib = rng.integers(0, b_arr.size, size=(resamples, b_arr.size))
-    diffs = a_arr[ia].mean(axis=1) - b_arr[ib].mean(axis=1)
-    alpha = (1 - level) / 2
-    low, high = np.quantile(diffs, [alpha, 1 - alpha])
-    return float(a_arr.mean() - b_arr.mean()), float(low), float(high)
+    library, _ = _rliable()
+    with _seeded(seed):
+        points, intervals = library.get_interval_estimates(
+            {"x": scores},
+            func,
+            reps=resamples,
+            confidence_interval_size=CONFIDENCE,
+        )
+    low, high = np.asarray(intervals["x"]).reshape(2)
+    return float(np.asarray(points["x"]).reshape(-1)[0]), float(low), float(high)
+
+
+@functools.lru_cache(maxsize=4096)
+def _iqm_cached(values: tuple[float, ...], seed: int, resamples: int) -> Estimate:
+    runs = _runs(values)
+    if len(values) < 2:
+        return Estimate(iqm(runs), None, None, len(values))
+    point, low, high = _interval(runs, lambda s: np.array([iqm(s)]), seed, resamples)
+    return Estimate(point, low, high, len(values))
+
+
+def iqm_estimate(
+    values: Sequence[float], *, seed: int = BOOTSTRAP_SEED, resamples: int = BOOTSTRAP_RESAMPLES
+) -> Estimate:
+    """IQM of per-seed scores with its stratified-bootstrap 95 % CI (no CI with one seed)."""
+    return _iqm_cached(tuple(float(v) for v in values), seed, resamples)
+
+
+@functools.lru_cache(maxsize=4096)
+def _difference_cached(
+    x: tuple[float, ...], y: tuple[float, ...], seed: int, resamples: int
+) -> Estimate:
+    a, b = _runs(x), _runs(y)
+    point = iqm(a) - iqm(b)
+    if min(len(x), len(y)) < 2:
+        return Estimate(point, None, None, min(len(x), len(y)))
+    _, low, high = _interval([a, b], lambda s, t: np.array([iqm(s) - iqm(t)]), seed, resamples)
+    return Estimate(point, low, high, min(len(x), len(y)))
+
+
+def iqm_difference(
+    x: Sequence[float],
+    y: Sequence[float],
+    *,
+    seed: int = BOOTSTRAP_SEED,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> Estimate:
+    """IQM(x) − IQM(y) with a 95 % CI, the seeds of x and of y resampled independently
+    (rliable's stratified independent bootstrap); ``runs`` is the smaller sample."""
+    return _difference_cached(
+        tuple(float(v) for v in x), tuple(float(v) for v in y), seed, resamples
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _improvement_cached(
+    x: tuple[float, ...], y: tuple[float, ...], seed: int, resamples: int
+) -> Estimate:
+    a, b = _runs(x), _runs(y)
+    point = improvement(a, b)
+    if min(len(x), len(y)) < 2:
+        return Estimate(point, None, None, min(len(x), len(y)))
+    _, low, high = _interval([a, b], lambda s, t: np.array([improvement(s, t)]), seed, resamples)
+    return Estimate(point, low, high, min(len(x), len(y)))
+
+
+def probability_of_improvement(
+    x: Sequence[float],
+    y: Sequence[float],
+    *,
+    seed: int = BOOTSTRAP_SEED,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> Estimate:
+    """P(X > Y): the chance that a seed of X scores above a seed of Y (ties count one half;
+    the Mann-Whitney U statistic over both samples), with its 95 % CI."""
+    return _improvement_cached(
+        tuple(float(v) for v in x), tuple(float(v) for v in y), seed, resamples
+    )
+
+
+def performance_profile(
+    runs_by_agent: Mapping[str, np.ndarray],
+    thresholds: Sequence[float],
+    *,
+    seed: int = BOOTSTRAP_SEED,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Score distributions: for each agent, the fraction of its (run, task) scores above each
+    threshold, with 95 % CIs (rows: low, high); ``runs_by_agent`` maps an agent to its
+    (runs × tasks) matrix (rliable's ``create_performance_profile``)."""
+    key = tuple(
+        (name, tuple(map(tuple, np.asarray(m, dtype=float).tolist())))
+        for name, m in runs_by_agent.items()
+    )
+    return _profile_cached(key, tuple(float(t) for t in thresholds), seed, resamples)
+
+
+@functools.lru_cache(maxsize=256)
+def _profile_cached(
+    key: tuple[tuple[str, tuple[tuple[float, ...], ...]], ...],
+    thresholds: tuple[float, ...],
+    seed: int,
+    resamples: int,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    library, _ = _rliable()
+    taus = np.asarray(thresholds, dtype=float)
+    with _seeded(seed):
+        profiles, cis = library.create_performance_profile(
+            {name: np.asarray(m, dtype=float) for name, m in key},
+            taus,
+            reps=resamples,
+            confidence_interval_size=CONFIDENCE,
+        )
+    return (
+        {k: np.asarray(v, dtype=float) for k, v in profiles.items()},
+        {k: np.asarray(v, dtype=float) for k, v in cis.items()},
+    )
+
+
+def verdict(difference: Estimate, higher: str = "higher", lower: str = "lower") -> str:
+    """The words the board uses for a difference: "better"/"worse" only where its 95 % CI
+    excludes zero, else "no significant difference" with the direction of the point estimate."""
+    if not difference.has_interval:
+        return f"no CI (n = {difference.runs})"
+    if difference.excludes(0.0):
+        return "better" if difference.point > 0 else "worse"
+    if difference.point == 0:
+        return "no significant difference (equal)"
+    return f"no significant difference ({higher if difference.point > 0 else lower})"
 
 
 def normalised(

@@ -1,0 +1,206 @@
+"""What every part of the report reads: records grouped by env, labels, numbers as text.
+
+Every number the report prints about a record goes through :func:`pm` (mean ± s.e., or
+"n = 1" for one seed, so a single seed never reads as a spread of zero), and every discounted
+return through :func:`seed_discounted_returns` (one place that knows where records keep it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentbench_poad.leaderboard.records import mean_stderr
+from agentbench_poad.leaderboard.report.paper import PaperResults, layout_tasks
+from agentbench_poad.registration import UnknownEnvError, env_facts
+
+#: The agent every other agent is compared with.
+REFERENCE_AGENT = "poad"
+#: Rows that anchor the normalised score (0 and 1) and are not compared with POAD. The top
+#: anchor is the oracle (the best return the env admits); where no best can be computed the row
+#: is a scripted solution ("scripted"), not an upper bound, and the report says so.
+ANCHOR_AGENTS = ("random", "oracle", "scripted")
+TOP_ANCHORS = ("oracle", "scripted")
+
+#: Where a seed keeps its mean discounted return, and an episode its discounted return. Records
+#: written before episodes logged one have neither: the report then says "(undiscounted)".
+SEED_DISCOUNTED_FIELDS = ("mean_discounted_return", "discounted_return")
+EPISODE_DISCOUNTED_FIELDS = ("discounted_return",)
+
+
+# -- env facts ---------------------------------------------------------------------------------
+def facts(env_id: str, records: Sequence[dict[str, Any]] = ()) -> tuple[str, str]:
+    """``(family, task)`` of ``env_id`` from the env facts; for an id this interpreter has not
+    registered (a record of another package's env), the family its records carry and the id."""
+    try:
+        found = env_facts(env_id)
+    except UnknownEnvError:
+        family = next((r["env"]["family"] for r in records if r["env"]["id"] == env_id), "")
+        return family, env_id
+    return found.family, found.task
+
+
+# -- numbers as text ---------------------------------------------------------------------------
+def fmt(value: float | None, digits: int = 3) -> str:
+    return "--" if value is None else f"{value:.{digits}f}"
+
+
+def pm(mean: float, se: float | None, runs: int | None = None, digits: int = 3) -> str:
+    """``mean ± se``; with one run (seed) ``mean (n = 1)``: one seed has no spread to show."""
+    if runs == 1:
+        return f"{mean:.{digits}f} (n = 1)"
+    return f"{mean:.{digits}f} ± {se:.{digits}f}" if se is not None else f"{mean:.{digits}f}"
+
+
+def interval(low: float | None, high: float | None, runs: int, digits: int = 3) -> str:
+    """A 95 % CI as ``[low, high]``, or "(n = 1: no CI)" without one."""
+    if low is None or high is None:
+        return f"(n = {runs}: no CI)"
+    return f"[{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def published(item: dict[str, Any]) -> str:
+    """A published number as printed (no rounding), with its spread when it has one."""
+    if item.get("printed"):
+        return item["printed"]
+    text = str(item["value"])
+    return f"{text} ± {item['spread']}" if item.get("spread") is not None else text
+
+
+def hours(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60} m"
+
+
+# -- records -----------------------------------------------------------------------------------
+def agent_label(record: dict[str, Any]) -> str:
+    """Agent, base model and training env: the same label on every env the agent is scored on."""
+    label = record["agent"]["name"]
+    base = record["model"].get("base")
+    if base:
+        label += f" ({Path(base.rstrip('/')).name})"
+    trained_on = (record.get("training") or {}).get("env_id")
+    if trained_on and trained_on != record["env"]["id"]:
+        label += f" [trained on {trained_on}]"
+    return label
+
+
+def paper_label(item: dict[str, Any], table: str | None = None) -> str:
+    return (
+        f"{item.get('label') or item['agent']} (paper, {table or item.get('table', 'published')})"
+    )
+
+
+def is_anchor(record: dict[str, Any]) -> bool:
+    return record["agent"]["name"].lower() in ANCHOR_AGENTS
+
+
+def seed_scores(record: dict[str, Any]) -> list[float]:
+    """The record's per-seed scores: the runs of every statistic over seeds."""
+    return [float(s["score"]) for s in record["scores"]["per_seed"]]
+
+
+def seed_success(record: dict[str, Any]) -> list[float]:
+    return [float(s["success_rate"]) for s in record["scores"]["per_seed"]]
+
+
+def n_seeds(record: dict[str, Any]) -> int:
+    return len(record["scores"]["per_seed"])
+
+
+def top_anchor(records: Sequence[dict[str, Any]]) -> tuple[str, float | None]:
+    """The row that normalises to 1: the oracle, else the scripted solution."""
+    for name in TOP_ANCHORS:
+        score = anchor_score(records, name)
+        if score is not None:
+            return name, score
+    return TOP_ANCHORS[0], None
+
+
+def anchor_score(records: Sequence[dict[str, Any]], name: str) -> float | None:
+    for r in records:
+        if r["agent"]["name"].lower() == name and not (r.get("training") or {}).get("env_id"):
+            return r["scores"]["mean"]
+    for r in records:
+        if r["agent"]["name"].lower() == name:
+            return r["scores"]["mean"]
+    return None
+
+
+def _seed_discounted(seed: dict[str, Any]) -> float | None:
+    for name in SEED_DISCOUNTED_FIELDS:
+        if seed.get(name) is not None:
+            return float(seed[name])
+    values = [
+        next((e[n] for n in EPISODE_DISCOUNTED_FIELDS if e.get(n) is not None), None)
+        for e in seed["episodes"]
+    ]
+    if not values or any(v is None for v in values):
+        return None
+    return sum(values) / len(values)
+
+
+def seed_discounted_returns(record: dict[str, Any]) -> list[float] | None:
+    """Each seed's mean discounted return (Σ_t γ^t r_t, the paper's Table 1 metric): the seed's
+    stored mean, else the mean of its episodes' stored discounted returns; ``None`` when any
+    seed has neither (a record made before episodes logged one)."""
+    per_seed = [_seed_discounted(s) for s in record["scores"]["per_seed"]]
+    if not per_seed or any(v is None for v in per_seed):
+        return None
+    return [float(v) for v in per_seed if v is not None]
+
+
+def discounted(record: dict[str, Any]) -> tuple[float, float] | None:
+    """Mean ± s.e. over seeds of the discounted return, when every seed has one (None else)."""
+    values = seed_discounted_returns(record)
+    return None if values is None else mean_stderr(values)
+
+
+# -- grouped inputs ----------------------------------------------------------------------------
+class Inputs:
+    """Records grouped by env and paper results placed in their layouts."""
+
+    def __init__(self, records: Sequence[dict[str, Any]], paper: PaperResults) -> None:
+        self.records = list(records)
+        self.paper = paper
+        self.by_env: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in self.records:
+            self.by_env[r["env"]["id"]].append(r)
+        self.placed: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.unplaced: list[dict[str, Any]] = []
+        for item in paper.results:
+            name = item.get("layout") or self._layout_of(item["env_id"])
+            (self.placed[name] if name else self.unplaced).append(item)
+
+    def _layout_of(self, env_id: str) -> str | None:
+        for name, layout in self.paper.layouts.items():
+            if env_id in {e for e, _ in layout_tasks(layout)}:
+                return name
+        return None
+
+    def layout_envs(self, layout: str) -> list[str]:
+        """The env ids of a layout's tasks (empty when the layout is missing)."""
+        found = self.paper.layouts.get(layout)
+        return [e for e, _ in layout_tasks(found)] if found else []
+
+    def published(self, layout: str, env_id: str, agent: str, metric: str) -> dict | None:
+        for item in self.placed.get(layout, []):
+            if (item["env_id"], item["agent"], item["metric"]) == (env_id, agent, metric):
+                return item
+        return None
+
+    def published_on(self, env_id: str, metrics: Sequence[str]) -> list[dict[str, Any]]:
+        """Every published number on ``env_id`` with one of ``metrics``."""
+        return [p for p in self.paper.results if p["env_id"] == env_id and p["metric"] in metrics]
+
+    def methods(self, layout: str) -> list[dict[str, str]]:
+        """The paper's methods of ``layout`` in its order, then any other agent placed there."""
+        listed = list(self.paper.layouts[layout].get("methods", []))
+        known = {m["agent"] for m in listed}
+        for item in self.placed.get(layout, []):
+            if item["agent"] not in known:
+                known.add(item["agent"])
+                listed.append({"agent": item["agent"], "label": item.get("label") or item["agent"]})
+        return listed

@@ -1,0 +1,365 @@
+"""The tables of docs/results.md, generated from the records (``leaderboard results-tables``).
+
+docs/results.md keeps its prose by hand; each table that states numbers of the records sits
+between two HTML comments::
+
+    <!-- results-tables: NAME -->
+    ...generated table...
+    <!-- /results-tables: NAME -->
+
+and ``agentbench-poad leaderboard results-tables --write docs/results.md`` replaces the text
+between them with :func:`tables` ``[NAME]``; ``--check`` exits 1 when the file differs from what
+the records give (a test runs it on the committed file). So a table cannot drift from the
+records, and a verdict word in the comparison table follows its CI (:func:`.stats.verdict`).
+
+Tables (NAME): per env, the rows of our records (``env:<env id>``) and the learning curves
+(``curves:<env id>``); the paper's Table 1 layout with our rows, per seed for trained agents
+(``table1``); the comparison with POAD with its verdict words (``comparison``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentbench_poad.leaderboard.records import mean_stderr
+from agentbench_poad.leaderboard.report.common import (
+    REFERENCE_AGENT,
+    Inputs,
+    agent_label,
+    is_anchor,
+    n_seeds,
+    pm,
+    published,
+    seed_discounted_returns,
+    seed_scores,
+)
+from agentbench_poad.leaderboard.report.comparison import compare, iqm_cell, reference_record
+from agentbench_poad.leaderboard.report.paper import PaperResults, as_paper, layout_tasks
+from agentbench_poad.leaderboard.report.stats import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    iqm_estimate,
+    verdict,
+)
+
+MARKER = re.compile(
+    r"(<!-- results-tables: (?P<name>[^ ]+) -->\n)(?P<body>.*?)(<!-- /results-tables: (?P=name) -->)",
+    re.S,
+)
+#: Most step columns a learning-curve table shows (evenly spaced, the last always in).
+CURVE_COLUMNS = 7
+
+
+def _md(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(header), "|" + "---|" * len(header), *(line(r) for r in rows)])
+
+
+def _int(n: float) -> str:
+    return f"{int(n):,}"
+
+
+def _seeds(seeds: Sequence[int]) -> str:
+    seeds = list(seeds)
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"seeds {seeds[0]}–{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))
+
+
+def _protocol(record: dict[str, Any]) -> str:
+    p = record["protocol"]
+    how = {True: "greedy, ", False: "sampled, "}.get(p.get("greedy"), "")
+    return f"{how}{_seeds(p['seeds'])} × {p['episodes_per_seed']} episodes"
+
+
+def row_name(record: dict[str, Any]) -> str:
+    """The agent's board label and, for a trained agent, its training budget."""
+    steps = (record.get("training") or {}).get("total_steps")
+    return agent_label(record) + (f", {_int(steps)} steps" if steps else "")
+
+
+def _ordered(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Our agents by mean score (highest first), then the anchors."""
+    return sorted(records, key=lambda r: (is_anchor(r), -r["scores"]["mean"], r["record_id"]))
+
+
+def _mean_cell(record: dict[str, Any]) -> str:
+    sc, n = record["scores"], n_seeds(record)
+    text = pm(sc["mean"], sc["stderr"], n)
+    if 1 < n <= 5:
+        text += " (" + ", ".join(f"{v:.3f}" for v in seed_scores(record)) + ")"
+    return text
+
+
+def _success_cell(record: dict[str, Any]) -> str:
+    per_seed = [s["success_rate"] for s in record["scores"]["per_seed"]]
+    text = f"{100 * record['scores']['success_rate']:.0f} %"
+    if 1 < len(per_seed) <= 5 and len(set(per_seed)) > 1:
+        text += " (" + ", ".join(f"{100 * v:.0f}" for v in per_seed) + ")"
+    return text
+
+
+def env_table(env_id: str, inputs: Inputs) -> str:
+    """Our records on ``env_id``: name, record, protocol, mean ± s.e. over seeds, success."""
+    recs = _ordered(inputs.by_env.get(env_id, []))
+    metric = recs[0]["scores"]["metric"] if recs else "return"
+    score = "final AUC" if metric == "final_auc" else "mean return"
+    return _md(
+        ("row", "record", "protocol", f"{score} (s.e. over seeds; per seed)", "success (per seed)"),
+        [
+            (row_name(r), f"`{r['record_id']}`", _protocol(r), _mean_cell(r), _success_cell(r))
+            for r in recs
+        ],
+    )
+
+
+def curves_table(env_id: str, inputs: Inputs) -> str:
+    """Mean ± s.e. over seeds of each record's learning curve at up to :data:`CURVE_COLUMNS`
+    steps (the band is mean ± s.e., so s.e. is half its width)."""
+    recs = [
+        r
+        for r in _ordered(inputs.by_env.get(env_id, []))
+        if r.get("learning_curve") and r["learning_curve"]["points"]
+    ]
+    steps = sorted({p["step"] for r in recs for p in r["learning_curve"]["points"]})
+    if len(steps) > CURVE_COLUMNS:
+        stride = -(-len(steps) // CURVE_COLUMNS)
+        steps = sorted(set(steps[::-1][::stride]))
+    rows = []
+    for r in recs:
+        points = {p["step"]: p for p in r["learning_curve"]["points"]}
+        cells = []
+        for step in steps:
+            p = points.get(step)
+            if p is None:
+                cells.append("--")
+            elif p.get("low") is None or p.get("high") is None:
+                cells.append(f"{p['mean']:.2f}")
+            else:
+                cells.append(f"{p['mean']:.2f} ± {(p['high'] - p['low']) / 2:.2f}")
+        rows.append((row_name(r), *cells))
+    return _md(("agent", *(_int(s) for s in steps)), rows)
+
+
+def _cell(discounted: float | None, success: float) -> str:
+    return f"{'--' if discounted is None else f'{discounted:.4f}'} ({success:.3f})"
+
+
+def table1(inputs: Inputs) -> str:
+    """The paper's Table 1 layout: discounted return (success rate) per task, our rows (and,
+    for trained agents, one row per seed) above the paper's."""
+    layout = inputs.paper.layouts.get("table1")
+    if layout is None:
+        return "(paper_results.json has no table1 layout)"
+    tasks = layout_tasks(layout)
+    trained_on = layout.get("trained_on")
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    for env_id, _ in tasks:
+        for r in inputs.by_env.get(env_id, []):
+            name = r["agent"]["name"]
+            base = r["model"].get("base")
+            source = (r.get("training") or {}).get("env_id")
+            label = f"{name}" + (f" ({base})" if base else "")
+            label += ", trained on Food Prep." if source == trained_on and source else ""
+            groups.setdefault(label, {})[env_id] = r
+    rows: list[tuple[str, ...]] = []
+    order = sorted(groups, key=lambda k: (is_anchor(next(iter(groups[k].values()))), k))
+    for label in order:
+        by_task = groups[label]
+        cells = []
+        for env_id, _ in tasks:
+            r = by_task.get(env_id)
+            if r is None:
+                cells.append("--")
+                continue
+            disc = seed_discounted_returns(r)
+            mean = None if disc is None else mean_stderr(disc)[0]
+            cells.append(_cell(mean, r["scores"]["success_rate"]))
+        rows.append((f"{label} (ours)", *cells))
+        any_record = next(iter(by_task.values()))
+        if (any_record.get("training") or {}).get("env_id") and n_seeds(any_record) > 1:
+            for i, seed in enumerate(any_record["protocol"]["seeds"]):
+                seed_cells = []
+                for env_id, _ in tasks:
+                    r = by_task.get(env_id)
+                    if r is None or i >= n_seeds(r):
+                        seed_cells.append("--")
+                        continue
+                    disc = seed_discounted_returns(r)
+                    seed_cells.append(
+                        _cell(
+                            None if disc is None else disc[i],
+                            r["scores"]["per_seed"][i]["success_rate"],
+                        )
+                    )
+                rows.append((f"{label}, seed {seed} alone (ours)", *seed_cells))
+    for method in inputs.methods("table1"):
+        cells = []
+        for env_id, _ in tasks:
+            d = inputs.published("table1", env_id, method["agent"], "discounted_return")
+            s = inputs.published("table1", env_id, method["agent"], "success_rate")
+            cells.append(
+                f"{published(d) if d else '--'} ({published(s) if s else '--'})"
+                if d or s
+                else "not in our extraction"
+            )
+        rows.append((f"{method['label']} (paper)", *cells))
+    header = (
+        "row",
+        *(f"{label} (training task)" if e == trained_on else label for e, label in tasks),
+    )
+    return _md(header, rows)
+
+
+def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> str:
+    """Each agent against POAD per env: IQM over seeds with its 95 % CI, difference of IQMs and
+    P(agent > POAD) with their CIs, and the verdict those CIs allow."""
+    rows = []
+    for env_id in env_ids or sorted(inputs.by_env):
+        recs = inputs.by_env.get(env_id, [])
+        ref = reference_record(recs)
+        if ref is None:
+            continue
+        for r in sorted((r for r in recs if r is not ref and not is_anchor(r)), key=agent_label):
+            diff, poi = compare(r, ref)
+            low = (
+                f"(n = {diff.runs}: no CI)"
+                if diff.low is None
+                else f"[{diff.low:+.3f}, {diff.high:+.3f}]"
+            )
+            p_ci = (
+                f"(n = {poi.runs}: no CI)"
+                if poi.low is None
+                else f"[{poi.low:.2f}, {poi.high:.2f}]"
+            )
+            rows.append(
+                (
+                    env_id,
+                    agent_label(r),
+                    f"{iqm_cell(iqm_estimate(seed_scores(r)))}",
+                    iqm_cell(iqm_estimate(seed_scores(ref))),
+                    f"{diff.point:+.3f} {low}",
+                    f"{poi.point:.2f} {p_ci}",
+                    verdict(diff, higher="agent higher", lower="POAD higher"),
+                )
+            )
+    return _md(
+        (
+            "env",
+            "agent",
+            "agent IQM [95% CI]",
+            f"{REFERENCE_AGENT.upper()} IQM [95% CI]",
+            "IQM difference [95% CI]",
+            f"P(agent > {REFERENCE_AGENT.upper()}) [95% CI]",
+            "verdict",
+        ),
+        rows,
+    )
+
+
+def tables(
+    records: Sequence[dict[str, Any]], paper: PaperResults | None = None
+) -> dict[str, Callable[[], str]]:
+    """Every table :func:`write` can fill, by name (computed when called)."""
+    from agentbench_poad.core import display_safe
+
+    inputs = Inputs(display_safe(list(records)), as_paper(paper))
+    found: dict[str, Callable[[], str]] = {
+        "table1": lambda: table1(inputs),
+        "comparison": lambda: comparison_table(inputs),
+    }
+    for env_id in sorted(inputs.by_env):
+        found[f"env:{env_id}"] = lambda e=env_id: env_table(e, inputs)
+        if any(r.get("learning_curve") for r in inputs.by_env[env_id]):
+            found[f"curves:{env_id}"] = lambda e=env_id: curves_table(e, inputs)
+    return found
+
+
+def fill(text: str, records: Sequence[dict[str, Any]], paper: PaperResults | None = None) -> str:
+    """``text`` with every marked region replaced by its generated table.
+
+    Raises:
+        ValueError: a region names a table the records cannot give.
+    """
+    available = tables(records, paper)
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name not in available:
+            raise ValueError(
+                f"docs: a results-tables region names {name!r}, which the records do not give; "
+                f"known: {', '.join(sorted(available))}"
+            )
+        return f"{match.group(1)}{available[name]()}\n{match.group(4)}"
+
+    return MARKER.sub(replace, text)
+
+
+def add_parser(sub: Any) -> None:
+    """``leaderboard results-tables``: the hook ``cli/leaderboard.py`` calls."""
+    t = sub.add_parser(
+        "results-tables",
+        help="regenerate the marked tables of docs/results.md from the records",
+        description=__doc__.split("\n\n")[0],
+    )
+    t.add_argument("file", nargs="?", default="docs/results.md", help="the Markdown file")
+    mode = t.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="rewrite the file in place")
+    mode.add_argument(
+        "--check", action="store_true", help="exit 1 if the file differs from the records"
+    )
+    t.add_argument("--paper", help="paper_results.json to use (default: the shipped one)")
+    t.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    t.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentbench_poad.leaderboard.records import load_records
+    from agentbench_poad.leaderboard.report.paper import load_paper
+
+    records = load_records(getattr(args, "store", None))
+    path = Path(args.file)
+    if not path.exists():
+        print(f"{path}: no such file; pass the Markdown file to fill", file=sys.stderr)
+        return 2
+    text = path.read_text(encoding="utf-8")
+    if not MARKER.search(text):
+        print(
+            f"{path}: no `<!-- results-tables: NAME -->` region; add one where a table goes",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        new = fill(text, records, load_paper(args.paper))
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    if args.write:
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+        print(f"wrote {path}" if new != text else f"{path} is up to date")
+        return 0
+    if args.check:
+        if new != text:
+            print(
+                f"{path}: its tables differ from the records; run `agentbench-poad leaderboard "
+                f"results-tables --write {path}`",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{path} matches the records")
+        return 0
+    sys.stdout.write(new)
+    return 0
+
+
+__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "MARKER", "fill", "tables"]
