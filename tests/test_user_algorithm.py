@@ -359,9 +359,13 @@ def test_user_algorithm_trains_beside_poad_through_the_study_and_reaches_the_rep
     assert ours["config"]["training_config"]["algorithm"]["credit_share"] == 1.0
 
     md, _ = build_report(list(records.values()), tmp_path / "report")
-    text = md.read_text()
-    pairwise = text[text.index("Pairwise comparison with POAD") :]
-    assert "mypoad" in pairwise.split("\n#")[0]
+    sections = {}  # "## " heading -> its text
+    for block in ("\n" + md.read_text()).split("\n## ")[1:]:
+        heading, _, body = block.partition("\n")
+        sections[heading] = body
+    assert "mypoad" in sections["Results by environment"]
+    (comparison,) = [h for h in sections if "POAD" in h and "ompar" in h]  # its row beside POAD
+    assert any("mypoad" in line for line in sections[comparison].splitlines() if "|" in line)
 
 
 # -- the tuning protocol: the same search as POAD ---------------------------------------------------
