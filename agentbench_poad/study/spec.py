@@ -310,13 +310,13 @@ def load_study(
         groups = []
     out_dir = Path(out) if out is not None else Path("study-runs") / _slug(name)
     records_dir = Path(records) if records is not None else out_dir / "records"
-    agent_specs = [a for g in groups if isinstance(g, dict) for a in g.get("agents", [])]
+    agent_specs = [a for g in groups if isinstance(g, dict) for a in g.get("agents", []) or []]
     tuning_table = spec.get("tuning")
     tuned_agents = tuning_table.get("agents", []) if isinstance(tuning_table, dict) else []
     tuned_agents = tuned_agents if isinstance(tuned_agents, list) else []
     trainable, broken = _trainable([*tuned_agents, *agent_specs], path.parent)
     for agent in tuned_agents:
-        if agent in broken:
+        if isinstance(agent, str) and agent in broken:
             problems.append(f"[tuning]: agent {agent!r}: {broken[agent]}")
     budgets = head.get("total_steps", {})
     if not isinstance(budgets, dict):
@@ -388,10 +388,11 @@ def load_study(
             if env_id not in gym.registry:
                 problems.append(f"{where}: unknown env {env_id!r}; see `agentbench-poad envs`")
         for agent in agents:
+            agent = str(agent)
             if agent in broken:
                 problems.append(f"{where}: agent {agent!r}: {broken[agent]}")
                 continue
-            algorithm = trainable.get(agent) or trainable.get(str(agent).lower())
+            algorithm = trainable.get(agent) or trainable.get(agent.lower())
             if algorithm is None:
                 why = (
                     _check_agent_spec(agent)
