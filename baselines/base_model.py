@@ -51,7 +51,10 @@ class BaseModelFactory:
 
     def declared_provenance(self, agent_kwargs: dict[str, Any]) -> dict[str, Any]:
         """What the leaderboard protocol records: the base model and whether it is greedy."""
-        return {"base_model": self.model, "greedy": bool(agent_kwargs.get("greedy", False))}
+        declared = {"base_model": self.model, "greedy": bool(agent_kwargs.get("greedy", False))}
+        if agent_kwargs.get("adapter"):
+            declared["adapter"] = str(agent_kwargs["adapter"])
+        return declared
 
     def __call__(
         self,
@@ -62,6 +65,7 @@ class BaseModelFactory:
         device: str = "cpu",
         normalization: str = "word",
         chat_template: bool = False,
+        adapter: str | None = None,
     ) -> BaseModelAgent:
         """A base-model agent (the keyword arguments are ``--agent-kwargs``).
 
@@ -74,6 +78,9 @@ class BaseModelFactory:
                 ``"token"``; ``"sum"``).
             chat_template: Show each observation as a user turn of the model's chat template;
                 generated code is the reply's first code block (``LMPolicy(chat_template=...)``).
+            adapter: A LoRA adapter folder (peft format, the paper's settings: r 8, alpha 16,
+                ``q_proj``/``v_proj``) loaded onto the model, e.g. one trained elsewhere (TRL;
+                ``evaluate --adapter DIR`` sets it). The agent is then called ``lm-adapter``.
         """
         policy = _load_policy(
             self.model,
@@ -81,13 +88,20 @@ class BaseModelFactory:
             device=device,
             normalization=normalization,
             chat_template=chat_template,
+            adapter=adapter,
         )
-        return BaseModelAgent(policy, self.model, greedy=greedy, seed=seed)
+        return BaseModelAgent(policy, self.model, greedy=greedy, seed=seed, adapter=adapter)
 
 
 @functools.lru_cache(maxsize=1)
 def _load_policy(
-    model: str, *, dtype: str, device: str, normalization: str, chat_template: bool = False
+    model: str,
+    *,
+    dtype: str,
+    device: str,
+    normalization: str,
+    chat_template: bool = False,
+    adapter: str | None = None,
 ) -> Any:
     """The policy for ``model``; the last one loaded is kept, so every factory built from the
     same spec (the protocol builds one per cell) shares it. ``_load_policy.cache_clear()``
@@ -98,7 +112,7 @@ def _load_policy(
     # A freshly added LoRA adapter has B = 0, so its output is exactly the base model's.
     # (``lora=None`` would also keep a second, frozen copy of all weights for a critic this
     # agent never uses.)
-    return LMPolicy(
+    policy = LMPolicy(
         model,
         lora=LoraSettings(),
         dtype=dtype,
@@ -106,6 +120,9 @@ def _load_policy(
         normalization=normalization,
         chat_template=chat_template,
     )
+    if adapter is not None:
+        policy.load_adapter(adapter)
+    return policy
 
 
 class BaseModelAgent:
@@ -119,14 +136,24 @@ class BaseModelAgent:
     """
 
     def __init__(
-        self, policy: Any, model: str, *, greedy: bool = False, seed: int | None = 0
+        self,
+        policy: Any,
+        model: str,
+        *,
+        greedy: bool = False,
+        seed: int | None = 0,
+        adapter: str | None = None,
     ) -> None:
         self.policy = policy.as_agent(greedy=greedy, seed=seed)
         self.base_model = model
         self.greedy = greedy
-        # the board's row name: "base", plus "-greedy" / "-chat" for those settings
+        self.adapter = adapter
+        # the board's row name: "base" ("lm-adapter" with an adapter), plus "-greedy" /
+        # "-chat" for those settings
         self.name = (
-            "base" + ("-greedy" if greedy else "") + ("-chat" if policy.chat_template else "")
+            ("lm-adapter" if adapter else "base")
+            + ("-greedy" if greedy else "")
+            + ("-chat" if policy.chat_template else "")
         )
         self.version = _version(model, policy.normalization, policy.chat_template)
 

@@ -126,7 +126,11 @@ def _add_agent_mode_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--name", help="the agent's name on the board (default: its name attribute)")
     g.add_argument("--base-model", help="base model of an LLM agent (provenance)")
-    g.add_argument("--adapter", help="adapter of an LLM agent (provenance)")
+    g.add_argument(
+        "--adapter",
+        help="adapter of an LLM agent (provenance); with --agent lm:MODEL a peft LoRA folder "
+        "that is loaded onto MODEL, its agentbench_trainer.json (if any) going into the record",
+    )
     g.add_argument(
         "--timeout", type=float, default=60.0, help="per-action deadline in seconds (0: none)"
     )
@@ -222,6 +226,71 @@ def canonical_command(args: argparse.Namespace) -> str:
     return " ".join(shlex.quote(part) for part in parts)
 
 
+#: The manifest an outside trainer writes next to its adapter (docs/integrations.md).
+TRAINER_MANIFEST = "agentbench_trainer.json"
+
+
+def _adapter_training(
+    args: argparse.Namespace, agent_kwargs: dict
+) -> tuple[dict | None, str | None]:
+    """``--agent lm:MODEL --adapter DIR``: load the adapter onto the model (``adapter`` agent
+    kwarg) and read the trainer's manifest, if any, into the record's ``training``.
+
+    Returns ``(training, agent name)``; both None when there is no adapter or no manifest.
+    Other agents keep ``--adapter`` as provenance only.
+    """
+    import json
+    from pathlib import Path
+
+    from agentbench_poad.baselines.base_model import SPEC_PREFIX
+
+    if not args.adapter or not args.agent.startswith(SPEC_PREFIX):
+        return None, None
+    folder = Path(args.adapter)
+    if not (folder / "adapter_config.json").is_file():
+        raise ValueError(
+            f"--adapter {args.adapter!r} is not a peft adapter folder (no adapter_config.json)"
+        )
+    agent_kwargs.setdefault("adapter", args.adapter)
+    path = folder / TRAINER_MANIFEST
+    if not path.is_file():
+        return None, None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc.msg})") from exc
+    missing = [k for k in ("trainer", "trainer_version", "config") if k not in manifest]
+    if missing:
+        raise ValueError(f"{path} does not state {', '.join(missing)} (docs/integrations.md)")
+    training = {
+        "env_id": manifest.get("env_id"),
+        "runs": [args.adapter],
+        "total_steps": manifest.get("steps"),
+        "trainer": manifest["trainer"],
+        "trainer_version": manifest["trainer_version"],
+        "trainer_config": manifest["config"],
+        "trainer_software": manifest.get("software", {}),
+        "trainer_command": manifest.get("command"),
+        "adapter_sha256": _adapter_digest(folder),
+    }
+    return training, manifest.get("agent_name")
+
+
+def _adapter_digest(folder) -> str | None:  # noqa: ANN001 - a Path
+    """sha256 of the adapter's weights file (which exact adapter the record scored)."""
+    import hashlib
+
+    for name in ("adapter_model.safetensors", "adapter_model.bin"):
+        path = folder / name
+        if path.is_file():
+            digest = hashlib.sha256()
+            with path.open("rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+            return digest.hexdigest()
+    return None
+
+
 def evaluate_agent_spec(args: argparse.Namespace) -> int:
     """A user's agent (``--agent module:Factory``) under the leaderboard protocol."""
     import gymnasium as gym
@@ -245,6 +314,10 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
         return die(str(exc))
     if args.env_id not in gym.registry:
         return die(f"unknown environment id {args.env_id!r}; see `agentbench-poad envs`")
+    try:
+        training, trained_name = _adapter_training(args, agent_kwargs)
+    except ValueError as exc:
+        return die(str(exc))
     from agentbench_poad.errors import DependencyNotInstalled
     from agentbench_poad.models import ModelNotAvailable
 
@@ -262,9 +335,10 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return die(str(exc))
     provenance = Provenance(
-        agent_name=args.name,
+        agent_name=args.name or trained_name,
         base_model=args.base_model,
         adapter=args.adapter,
+        training=training,
         command=canonical_command(args),
     )
     if args.executor:

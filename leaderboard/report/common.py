@@ -84,6 +84,9 @@ def agent_label(record: dict[str, Any]) -> str:
     trained_on = (record.get("training") or {}).get("env_id")
     if trained_on and trained_on != record["env"]["id"]:
         label += f" [trained on {trained_on}]"
+    outside = (record.get("training") or {}).get("trainer_version")  # docs/integrations.md
+    if outside:
+        label += f" [trainer: {outside}]"
     return label
 
 
