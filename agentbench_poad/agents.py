@@ -13,9 +13,12 @@ or ``"path/to/my_agent.py:Factory"``. :func:`load_factory` is the one place that
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import inspect
+import re
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -92,11 +95,20 @@ def load_factory(spec: str) -> Callable[..., Any]:
         path = Path(module_name).expanduser().resolve()
         if not path.exists():
             raise ValueError(f"agent file {path} does not exist (from spec {spec!r})")
-        mod_spec = importlib.util.spec_from_file_location(f"_agentbench_user_{path.stem}", path)
+        # One private module name per file, registered in sys.modules as an import would be
+        # (dataclasses and pickle look a class's module up there).
+        digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+        name = f"_agentbench_user_{_identifier(path.stem)}_{digest}"
+        mod_spec = importlib.util.spec_from_file_location(name, path)
         if mod_spec is None or mod_spec.loader is None:
             raise ValueError(f"cannot import {path} (from spec {spec!r})")
         module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
+        sys.modules[name] = module
+        try:
+            mod_spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
     else:
         try:
             module = importlib.import_module(module_name)
@@ -116,6 +128,10 @@ def load_factory(spec: str) -> Callable[..., Any]:
     if not callable(target):
         raise ValueError(f"{spec!r} is not callable; name a class or a factory function")
     return target
+
+
+def _identifier(text: str) -> str:
+    return re.sub(r"\W", "_", text)
 
 
 def _call_factory(factory: Callable[..., Any], env: Any, seed: int, kwargs: dict[str, Any]) -> Any:

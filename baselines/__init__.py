@@ -4,6 +4,8 @@
 * :mod:`.random` -- a uniformly random agent over the available actions;
 * :mod:`.poad`, :mod:`.ntpo`, :mod:`.twosome` -- the reference RL agents (need the ``train`` extra);
 * :mod:`.grpo`, :mod:`.gigpo` -- critic-free group baselines (GRPO, GiGPO) on the same protocol.
+
+:func:`get_algorithm` finds them by name and users' own algorithms by spec.
 """
 
 from __future__ import annotations
@@ -22,13 +24,26 @@ ALGORITHMS: dict[str, str] = {
 
 
 def get_algorithm(name: str) -> Any:
-    """The algorithm class registered as ``name`` (case-insensitive), e.g. ``"poad"``.
+    """The algorithm class registered as ``name`` (case-insensitive), e.g. ``"poad"``, or the
+    user's algorithm class a spec names: ``"mypkg.algos:MyAlgo"`` or
+    ``"path/to/my_algorithm.py:MyAlgo"`` (read by :func:`agentbench_poad.agents.load_factory`,
+    checked by :func:`agentbench_poad.rl.algorithm.check_algorithm`; docs/agents.md, "Write your
+    own algorithm").
 
     Raises:
         KeyError: for an unknown name, listing the known ones.
+        agentbench_poad.rl.algorithm.AlgorithmError: (a ValueError) for a spec that does not
+            import or does not name an algorithm, saying what is missing.
     """
     key = name.lower()
     if key not in ALGORITHMS:
-        raise KeyError(f"unknown agent {name!r}; choose one of {sorted(ALGORITHMS)}")
+        from agentbench_poad.rl.algorithm import is_algorithm_spec, load_algorithm
+
+        if is_algorithm_spec(name):
+            return load_algorithm(name, reserved=ALGORITHMS)
+        raise KeyError(
+            f"unknown agent {name!r}; choose one of {sorted(ALGORITHMS)} or name your own "
+            "algorithm class as 'package.module:Class' or 'path/to/file.py:Class'"
+        )
     module_name, _, attribute = ALGORITHMS[key].partition(":")
     return getattr(importlib.import_module(module_name), attribute)

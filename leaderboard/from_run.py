@@ -297,6 +297,8 @@ def record_from_runs(
     }
     if first.get("config_source") is not None:  # a study's tuning chose the config
         training["config_source"] = first["config_source"]
+    if first.get("algorithm_source") is not None:  # the algorithm's class spec and its version
+        training["algorithm"] = first["algorithm_source"]
     suffix = None
     if env_id and train_env and env_id != train_env:
         suffix = f"trainedon-{env_facts(str(train_env)).task}"

@@ -66,6 +66,8 @@ def check_agent_env(agent: str, env_id: str) -> str | None:
         algorithm = get_algorithm(agent)
     except KeyError as exc:
         return str(exc.args[0])
+    except ValueError as exc:  # a user's spec that does not import or is not an algorithm
+        return str(exc)
     if env_facts(env_id).actions == "open" and not getattr(
         algorithm, "supports_open_actions", True
     ):

@@ -1,9 +1,10 @@
-"""``agentbench-poad train``: train POAD, NTPO, TWOSOME, GRPO or GiGPO on an environment."""
+"""``agentbench-poad train``: train POAD, NTPO, TWOSOME, GRPO, GiGPO or your own algorithm."""
 
 from __future__ import annotations
 
 import argparse
 
+from agentbench_poad.baselines import ALGORITHMS
 from agentbench_poad.cli._common import (
     add_command,
     check_agent_env,
@@ -14,7 +15,8 @@ from agentbench_poad.cli._common import (
     first_error,
 )
 
-AGENTS = ("poad", "ntpo", "twosome", "grpo", "gigpo")
+#: The built-in algorithms' names (``--agent`` also takes a spec of your own algorithm class).
+AGENTS = tuple(ALGORITHMS)
 PRESETS = (
     "auto",
     "mini",
@@ -32,7 +34,7 @@ def add_parser(subparsers) -> None:
     p = add_command(
         subparsers,
         "train",
-        "train an RL agent (POAD, NTPO, TWOSOME, GRPO, GiGPO) with LoRA",
+        "train an RL agent (POAD, NTPO, TWOSOME, GRPO, GiGPO) or your own algorithm with LoRA",
         "Train a reference agent on ENV with a causal LM: a named model (e.g. smollm2-135m,\n"
         "fetched on first use; `agentbench-poad model list`), a .gguf file, a local directory or\n"
         "a hub id (make a small offline one with `agentbench-poad model init tiny --out DIR`).\n"
@@ -41,9 +43,18 @@ def add_parser(subparsers) -> None:
         "for ~100M models on a laptop (--preset mini; docs/agents.md), overridden field by\n"
         "field with --set KEY=VALUE (e.g. --set lr=1e-5 --set num_envs=2). The run directory\n"
         "gets config.json, metrics.jsonl, learning_curve.json, tb/ and checkpoints/; --resume\n"
-        "continues a stopped run from its newest checkpoint.",
+        "continues a stopped run from its newest checkpoint.\n"
+        "--agent takes a built-in name or your own PPOAgent subclass by spec, package.module:Class\n"
+        "or path/to/file.py:Class (docs/agents.md, 'Write your own algorithm'; e.g.\n"
+        "--agent examples/my_algorithm.py:MyPOAD); a class that is not an algorithm, a spec that\n"
+        "does not import or a --set field the class does not know fail before any model loads.",
     )
-    p.add_argument("--agent", required=True, choices=AGENTS, help="algorithm")
+    p.add_argument(
+        "--agent",
+        required=True,
+        metavar="NAME|SPEC",
+        help=f"algorithm: {', '.join(AGENTS)}, or package.module:Class / path/to/file.py:Class",
+    )
     p.add_argument("--env", required=True, dest="env_id", help="environment id")
     p.add_argument(
         "--model",
@@ -118,7 +129,7 @@ def run_train(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         return die(f"--env-arg takes KEY=JSON, the value is not JSON ({exc.msg})")
     except (ValueError, KeyError) as exc:
-        return die(str(exc))
+        return die(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
     if error := check_model(args.model):  # last: the options above are cheaper to fix
         return die(error)
     preset = None if args.preset == "none" else args.preset

@@ -50,6 +50,7 @@ import numpy as np
 
 import agentbench_poad.rl.toy  # noqa: F401  (registers the case-study ids)
 from agentbench_poad.evaluation import CellResult, EvaluationRequest, evaluate_cell
+from agentbench_poad.rl.algorithm import algorithm_source
 from agentbench_poad.rl.config import PPOConfig, preset_for
 from agentbench_poad.rl.run_dir import RunDirectory, latest_checkpoint, load_run_config
 
@@ -429,6 +430,7 @@ def _start(
     config, family = _algorithm_config(algorithm, env_id, preset, overrides)
     spec = {
         "agent": algorithm.name,
+        "algorithm_source": algorithm_source(algorithm),  # class spec, package, version
         "env_id": env_id,
         "env_kwargs": env_kwargs,
         "model": str(model),

@@ -193,10 +193,66 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-._" else "-" for c in text)
 
 
-def _trainable() -> dict[str, Any]:
-    from agentbench_poad.baselines import ALGORITHMS, get_algorithm
+def _trainable(
+    specs: Sequence[str] = (), base: Path | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The algorithms a spec may train: the built-in ones by name, and each class spec among
+    ``specs`` (``"pkg.module:Class"``, ``"path/to/file.py:Class"``) that names a
+    :class:`~agentbench_poad.rl.ppo.PPOAgent` subclass, by the spec as written and by its
+    ``name``. A spec naming anything else is an evaluation-only agent (a prompted agent's
+    factory). A file path is read relative to the current directory, else to ``base`` (the
+    study spec's folder).
 
-    return {name: get_algorithm(name) for name in ALGORITHMS}
+    Returns:
+        ``(trainable, broken)``: spec or name -> algorithm class; spec -> why it is unusable
+        (it does not import, or it subclasses PPOAgent but is no complete algorithm).
+    """
+    from agentbench_poad.baselines import ALGORITHMS, get_algorithm
+    from agentbench_poad.rl.algorithm import (
+        AlgorithmError,
+        NotAnAlgorithm,
+        is_algorithm_spec,
+        load_algorithm,
+        normalize_spec,
+    )
+
+    trainable: dict[str, Any] = {name: get_algorithm(name) for name in ALGORITHMS}
+    broken: dict[str, str] = {}
+    for spec in dict.fromkeys(s for s in specs if isinstance(s, str)):
+        if spec.lower() in ALGORITHMS or not is_algorithm_spec(spec):
+            continue
+        resolved = normalize_spec(spec)
+        file = resolved.rpartition(":")[0]
+        if resolved != spec and base is not None and not Path(file).exists():
+            resolved = normalize_spec(spec, base)
+        try:
+            algorithm = load_algorithm(resolved, reserved=ALGORITHMS)
+        except NotAnAlgorithm:
+            continue  # an evaluation-only agent
+        except AlgorithmError as exc:
+            broken[spec] = str(exc)
+            continue
+        other = trainable.get(algorithm.name)
+        if other is not None and _cell_agent(other) != _cell_agent(algorithm):
+            broken[spec] = (
+                f"its name {algorithm.name!r} is also the name of {_cell_agent(other)!r}; "
+                "algorithms in one study need distinct names (they name runs and board rows)"
+            )
+            continue
+        trainable[spec] = trainable[algorithm.name] = algorithm
+    return trainable, broken
+
+
+def _cell_agent(algorithm: Any) -> str:
+    """How a training cell names its algorithm: a built-in by name, a user's algorithm by the
+    spec that loads it from any directory (a file path made absolute)."""
+    from agentbench_poad.baselines import ALGORITHMS, get_algorithm
+    from agentbench_poad.rl.algorithm import loaded_spec
+
+    name = str(algorithm.name)
+    if name in ALGORITHMS and get_algorithm(name) is algorithm:
+        return name
+    return loaded_spec(algorithm) or name
 
 
 def _check_agent_spec(spec: str) -> str | None:
@@ -254,7 +310,14 @@ def load_study(
         groups = []
     out_dir = Path(out) if out is not None else Path("study-runs") / _slug(name)
     records_dir = Path(records) if records is not None else out_dir / "records"
-    trainable = _trainable()
+    agent_specs = [a for g in groups if isinstance(g, dict) for a in g.get("agents", []) or []]
+    tuning_table = spec.get("tuning")
+    tuned_agents = tuning_table.get("agents", []) if isinstance(tuning_table, dict) else []
+    tuned_agents = tuned_agents if isinstance(tuned_agents, list) else []
+    trainable, broken = _trainable([*tuned_agents, *agent_specs], path.parent)
+    for agent in tuned_agents:
+        if isinstance(agent, str) and agent in broken:
+            problems.append(f"[tuning]: agent {agent!r}: {broken[agent]}")
     budgets = head.get("total_steps", {})
     if not isinstance(budgets, dict):
         problems.append("[study] total_steps must be a table: env id -> env steps")
@@ -325,7 +388,11 @@ def load_study(
             if env_id not in gym.registry:
                 problems.append(f"{where}: unknown env {env_id!r}; see `agentbench-poad envs`")
         for agent in agents:
-            algorithm = trainable.get(str(agent).lower())
+            agent = str(agent)
+            if agent in broken:
+                problems.append(f"{where}: agent {agent!r}: {broken[agent]}")
+                continue
+            algorithm = trainable.get(agent) or trainable.get(agent.lower())
             if algorithm is None:
                 why = (
                     _check_agent_spec(agent)
@@ -395,11 +462,13 @@ def load_study(
                         "[study.total_steps] or the group's total_steps"
                     )
                     continue
-                run_name = str(algorithm.name) + (f"__{_slug(label)}" if label else "")
+                # Built-ins by name; a user's algorithm by the spec that loads it anywhere.
+                cell_agent = _cell_agent(algorithm)
+                run_name = _slug(str(algorithm.name)) + (f"__{_slug(label)}" if label else "")
                 group_dirs = []
                 for seed in seeds:
                     identity = (
-                        algorithm.name,
+                        cell_agent,
                         env_id,
                         seed,
                         json.dumps(agent_overrides, sort_keys=True),
@@ -419,7 +488,7 @@ def load_study(
                     seen_cells[identity] = seen_dirs[str(run_dir)] = where
                     cells.append(
                         TrainCell(
-                            algorithm.name,
+                            cell_agent,
                             env_id,
                             seed,
                             budget,
@@ -495,7 +564,7 @@ def _tuning_cells(
             continue
         cells.append(
             TrainCell(
-                agent,
+                _cell_agent(algorithm),
                 tuning.task,
                 seed,
                 tuning.searches[agent].total_steps,

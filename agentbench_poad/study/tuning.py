@@ -252,7 +252,12 @@ def read_tuning(
         env_kwargs = {}
     agents_value = table.get("agents")
     if isinstance(agents_value, list) and agents_value:
-        names = [str(a).lower() for a in agents_value]
+        # A user's algorithm (a class spec) is tuned under its class's ``name``, like a built-in.
+        names = [
+            getattr(trainable.get(a) if isinstance(a, str) else None, "name", None)
+            or str(a).lower()
+            for a in agents_value
+        ]
     else:
         problems.append(f'{where} needs agents = ["poad", ...] (the agents to tune)')
         names = []
@@ -267,7 +272,8 @@ def read_tuning(
     if unknown:
         problems.append(
             f"{where}: agent(s) {unknown} are not trained agents {sorted(trainable)}; register "
-            "them (agentbench_poad.baselines.ALGORITHMS) or drop them from the tuning"
+            "them (agentbench_poad.baselines.ALGORITHMS), name your own algorithm class by spec "
+            "('package.module:Class', 'path/to/file.py:Class') or drop them from the tuning"
         )
     common = _configurations(table, where, problems)
     searches: dict[str, AgentSearch] = {}
