@@ -531,4 +531,4 @@ def test_evaluate_cli_batch_size_is_recorded_and_checked(tmp_path, capsys):
         )
         == 2
     )
-    assert "batch_size must be an int >= 1" in capsys.readouterr().err
+    assert "--batch-size must be >= 1" in capsys.readouterr().err

@@ -117,6 +117,7 @@ def run_train(args: argparse.Namespace) -> int:
     if error := error or check_agent_env(args.agent, args.env_id):
         return die(error)
     from agentbench_poad.baselines import get_algorithm
+    from agentbench_poad.rl.config import preset_for
     from agentbench_poad.rl.trainer import train
 
     try:
@@ -125,6 +126,9 @@ def run_train(args: argparse.Namespace) -> int:
         overrides = config_class.coerce_overrides(_pairs(args.overrides, "--set"))
         if args.device:
             overrides["device"] = args.device
+        # the config itself (preset + overrides, validated by its __post_init__), before the model
+        preset = None if args.preset == "none" else args.preset
+        config_class.preset(preset_for(config_class, args.env_id, preset), **overrides)
         env_kwargs = {k: json.loads(v) for k, v in _pairs(args.env_args, "--env-arg").items()}
     except json.JSONDecodeError as exc:
         return die(f"--env-arg takes KEY=JSON, the value is not JSON ({exc.msg})")
@@ -132,7 +136,6 @@ def run_train(args: argparse.Namespace) -> int:
         return die(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
     if error := check_model(args.model):  # last: the options above are cheaper to fix
         return die(error)
-    preset = None if args.preset == "none" else args.preset
     try:
         run_dir = train(
             algorithm,
