@@ -2,7 +2,7 @@
 
 The policy is the categorical over the environment's offered actions whose logits are the LM's
 word-normalised action log-likelihoods (docs/reference.md#action-scoring). The critic values the observation
-only (one value per step, read at the prompt's last real token -- deviation §5.1.1, the reference
+only (one value per step, read at the prompt's last real token -- deviation docs/reference.md#deviations, the reference
 read a pad position). Credit assignment is ordinary action-level GAE, and PPO's ratio is the
 ratio of that categorical, so the update optimises exactly the distribution the actions were
 sampled from.

@@ -268,7 +268,7 @@ def test_empty_generated_action_keeps_its_state_value(tiny_model):
 
 
 def test_critic_only_mode_leaves_the_policy_alone(tiny_model, tmp_path):
-    """``train_policy=False`` is the case study's critic-only training (§4.7)."""
+    """``train_policy=False`` is the case study's critic-only training (docs/reference.md#case-study)."""
     from safetensors.torch import load_file
 
     run = train(

@@ -38,7 +38,12 @@ def test_record_holds_everything_the_issue_asks_for(record):
         "open_action": False,
     }
     assert record["agent"]["name"] == "oracle" and record["agent"]["version"]
-    assert record["model"] == {"base": None, "adapter": None, "base_weights": None, "adapters": None}
+    assert record["model"] == {
+        "base": None,
+        "adapter": None,
+        "base_weights": None,
+        "adapters": None,
+    }
     assert set(record["scores"]) >= {"mean_discounted_return", "discounted_return_stderr"}
     assert record["protocol"]["seeds"] == [0, 1]
     assert [s["seed"] for s in record["scores"]["per_seed"]] == [0, 1]

@@ -28,7 +28,7 @@ TL_START_ACTIONS = [
     "serve nothing",
     "chop nothing",
 ]
-# §1.7: the shortest plans, written as the labels the env shows at each step.
+# docs/reference.md#overcooked-rewards: the shortest plans, written as the labels the env shows at each step.
 TS_PLAN = [
     "pick up the tomato",
     "put the tomato on the cutting board",
@@ -183,18 +183,18 @@ def _bfs(task: str, max_depth: int):
 
 def test_exhaustive_bfs_tomato_salad():
     states, transitions, prompts, action_lists = _bfs("TomatoSalad", max_depth=10**6)
-    # §1.11: 21 distinct prompts, 6 distinct action lists.
+    # docs/reference.md#verification: 21 distinct prompts, 6 distinct action lists.
     assert len(prompts) == 21
     assert len(action_lists) == 6
     assert all(len(labels) == 5 for labels in action_lists)
     # Our state (items, hands, belief positions, cell map, chop counter; no tick counter, no
-    # belief chop fractions) differs from §1.11's 1 175, so its count is our own regression value.
+    # belief chop fractions) differs from docs/reference.md#verification's 1 175, so its count is our own regression value.
     assert transitions == 5 * states
     assert states == 24
 
 
 def test_bfs_tomato_lettuce_salad_40_macro_steps():
-    # §1.11: within 40 macro steps the reference shows 787 prompts and 39 action lists.
+    # docs/reference.md#verification: within 40 macro steps the reference shows 787 prompts and 39 action lists.
     states, transitions, prompts, action_lists = _bfs("TomatoLettuceSalad", max_depth=40)
     assert len(prompts) == 787
     assert len(action_lists) == 39

@@ -15,7 +15,9 @@ from agentbench_poad.environments.overcooked import parallel_env
 from agentbench_poad.environments.overcooked.registration import SUCCESS_RULE
 from agentbench_poad.environments.overcooked.tasks import TASKS
 from agentbench_poad.evaluation import EvaluationRequest, evaluate_cell
-from tests.test_overcooked import TS_PLAN  # §1.7's shortest Tomato Salad plan
+from tests.test_overcooked import (
+    TS_PLAN,  # docs/reference.md#overcooked-rewards's shortest Tomato Salad plan
+)
 
 OVERCOOKED_IDS = list(registered_ids("overcooked"))
 ORACLE = "agentbench_poad.baselines.oracle:make_oracle"

@@ -118,7 +118,7 @@ def test_one_token_actions_reduce_to_action_level(intra_gamma):
 
 
 def test_bad_lambda_one_telescopes():
-    """§4.4: with λ = 1 every token of an action gets A^n + V^n − V^j (no discount inside)."""
+    """docs/reference.md#advantages: with λ = 1 every token of an action gets A^n + V^n − V^j (no discount inside)."""
     rng = np.random.default_rng(7)
     rewards, values, mask, dones, next_value = random_rollout(rng)
     adv, _ = token_level_gae(

@@ -19,7 +19,9 @@ def test_value_head_architecture_is_the_references():
     ]
     assert all(m.bias is None for m in linears)
     assert sum(isinstance(m, torch.nn.ReLU) for m in head.modules()) == 2
-    assert sum(p.numel() for p in head.parameters()) == 4_719_104  # docs/reference.md#models-and-critic
+    assert (
+        sum(p.numel() for p in head.parameters()) == 4_719_104
+    )  # docs/reference.md#models-and-critic
     assert all(p.dtype == torch.float32 for p in head.parameters())
 
 

@@ -581,7 +581,7 @@ def candidate_sets(draw):
 @SETTINGS
 @given(candidates=candidate_sets(), normalization=st.sampled_from(["word", "token", "sum"]))
 def test_candidate_normalisation_matches_the_loop(candidates, normalization):
-    """The restricted-action policy: log-softmax of normalised action log-likelihoods (§4.3)."""
+    """The restricted-action policy: log-softmax of normalised action log-likelihoods (docs/reference.md#action-scoring)."""
     texts, token_log_probs = candidates
     normalise = NORMALIZATIONS[normalization]
     scores = torch.stack(

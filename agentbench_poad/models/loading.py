@@ -42,7 +42,7 @@ class LoraSettings:
     """LoRA adapter settings; the defaults are the paper's (docs/reference.md#models-and-critic).
 
     The adapter weights are always kept in float32, also when the base model is loaded in
-    float16/bfloat16 (deliberate deviation §5.1.5: the reference optimised fp16 LoRA weights,
+    float16/bfloat16 (deliberate deviation docs/reference.md#deviations: the reference optimised fp16 LoRA weights,
     where updates at learning rates of 5e-7 round to zero).
     """
 

@@ -41,6 +41,11 @@ elements (found on an AVX-512 machine, but not limited to NumPy's AVX-512 kernel
 every ufunc writes a fresh array or a whole C-contiguous array (or a contiguous 1-D slice of one);
 the only strided writes are plain copies (``a[..., 0] = b``), which use NumPy's copy loops, not
 ufunc kernels.
+
+Why one file of over 600 lines: this is the one home of the credit-assignment math every
+algorithm shares (action- and token-level GAE, time-limit bootstrapping, group advantages); each
+function is small and property-tested against a plain loop, and splitting the file would scatter
+what the algorithms must agree on.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def preset_names(config_class: type[PPOConfig]) -> list[str]:
 
 @dataclass
 class PPOConfig:
-    """Hyper-parameters of one PPO agent run (defaults: the reference's global defaults, §4.6)."""
+    """Hyper-parameters of one PPO agent run (defaults: the reference's global defaults, docs/reference.md#presets)."""
 
     # -- optimisation --------------------------------------------------------------------------
     lr: float = 1e-6
@@ -145,7 +145,7 @@ class PPOConfig:
     equal chunks. The gradient is the same (accumulation is exact), padding is smaller and so is
     peak memory. None: the paper's ``grad_accum_steps`` split."""
     train_policy: bool = True
-    """False trains the critic only (the critic-only case study of §4.7)."""
+    """False trains the critic only (the critic-only case study of docs/reference.md#case-study)."""
 
     # -- rollouts ------------------------------------------------------------------------------
     num_envs: int = 4
@@ -159,7 +159,7 @@ class PPOConfig:
     # -- model ---------------------------------------------------------------------------------
     dtype: str = "float32"
     """Dtype of the frozen base model weights ("float32", "bfloat16", "float16"); LoRA and the
-    critic always train in fp32 (deviation from the reference's pure fp16, §5.1.5)."""
+    critic always train in fp32 (deviation from the reference's pure fp16, docs/reference.md#deviations)."""
     device: str = "cpu"
     """Torch device of the policy and critic."""
     lora_r: int = 8

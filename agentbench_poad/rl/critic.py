@@ -9,7 +9,7 @@ ReLU -> Linear(512 -> 1, no bias)``. Only the head learns.
   tokens ``w^1..w^n`` the value before token ``j`` is ``values[:, j - 1]`` and the bootstrap value
   of the next observation is ``values[:, 0]`` of its prompt-only features.
 * :class:`ActionCritic` (TWOSOME) gives one value per prompt, read at the prompt's last real
-  token (deviation §5.1.1: the reference read a pad position).
+  token (deviation docs/reference.md#deviations: the reference read a pad position).
 * :class:`TargetCritic` is an optional Polyak-averaged copy (the paper's Eq. 15 target network);
   the reference code does not use one, and the agents default to none.
 """

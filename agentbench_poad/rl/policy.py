@@ -77,7 +77,7 @@ class LMPolicy(UpdateFeatures, OpenGeneration):
             critic then reads a frozen copy of the initial weights (the reference's
             ``--use_full_scale`` option), which doubles the memory.
         dtype: Base-model dtype (``"float32"``, ``"float16"``, ``"bfloat16"``, ``"auto"``). The
-            LoRA weights are float32 whatever this is (deviation §5.1.5).
+            LoRA weights are float32 whatever this is (deviation docs/reference.md#deviations).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"``.
         normalization: Restricted-action score: ``"word"`` (the paper's), ``"token"``, ``"sum"``.
         generation: Sampling settings for open actions (default ``GenerationSettings()``).

@@ -23,10 +23,14 @@ Deliberate deviations from the reference, each chosen so that gradient accumulat
 
 * advantages are normalised once per minibatch over real tokens (``mask``), with the population
   std, for both granularities (the reference drops every exact 0.0 entry as if it were padding,
-  §5.1.4, and TWOSOME normalises per accumulation chunk);
+  docs/reference.md#deviations, and TWOSOME normalises per accumulation chunk);
 * masked means divide by the number of real entries of the whole minibatch, not of the chunk;
 * the logged policy loss is the minibatch mean (the reference logs the last chunk × chunks,
-  §5.1.11).
+  docs/reference.md#deviations).
+
+Why one file of over 600 lines: the losses, the update loop and the :class:`PPOAgent` template
+that calls them are read together (CleanRL's one-file habit); each piece is a small, separately
+tested function.
 """
 
 from __future__ import annotations
@@ -260,7 +264,7 @@ def candidate_kl(
 
 
 def make_adamw(parameters: Sequence[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """The optimiser both networks use: AdamW, eps 1e-5, no weight decay (§4.5)."""
+    """The optimiser both networks use: AdamW, eps 1e-5, no weight decay (docs/reference.md#ppo-losses)."""
     return torch.optim.AdamW(list(parameters), lr=lr, eps=1e-5, weight_decay=0.0)
 
 
@@ -404,7 +408,7 @@ def ppo_update(
             no critic step, ``value_loss`` and ``critic_grad_norm`` are NaN.
         settings: the PPO knobs.
         generator: CPU generator for the minibatch permutations.
-        update_policy: False trains the critic only (the case study of §4.7).
+        update_policy: False trains the critic only (the case study of docs/reference.md#case-study).
         guard_kl: the KL guard's per-sample KL (:meth:`PPOAgent.guard_kl`); None: the k3
             estimate over tokens.
 

@@ -33,6 +33,9 @@ the lines an uninterrupted run would have.
 
 All randomness comes from ``seed`` through private generators: reset seeds of each env's episodes,
 action sampling, minibatch shuffles, the critic's and the adapter's initial weights.
+
+Why one file of over 600 lines: the loop and its named stages read top to bottom in one place,
+as CleanRL's ``ppo.py`` does; run-directory bookkeeping already lives in its own module.
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ class UpdateFeatures(ActionScoring):
         Returns:
             ``(features, mask)``: features ``(B, L + 1, H)`` from the last layer (after the final
             norm) and mask ``(B, L + 1)`` bool. Position 0 is the last *real* prompt token (never
-            a pad; deviation §5.1.1) and position ``j`` the position of action token ``j``, i.e.
+            a pad; deviation docs/reference.md#deviations) and position ``j`` the position of action token ``j``, i.e.
             the state after it. With ``action_token_ids=None`` the shape is ``(B, 1, H)``.
         """
         prompt_ids = [self.encode_prompt(p) for p in prompts]

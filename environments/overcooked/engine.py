@@ -4,22 +4,22 @@ One engine serves every task (tasks are rows of :mod:`.tasks`) and both APIs: th
 ``ParallelEnv`` drives it with one macro-action per chef, the gymnasium env is the same call with
 one chef. It reproduces the TWOSOME macro-action kitchen used by the paper (docs/reference.md#overcooked):
 
-* primitive ticks (§1.4): move, pick up, put down, chop, scoop, deliver; -0.001 per tick, +0.2
+* primitive ticks (docs/reference.md#overcooked-step-rules): move, pick up, put down, chop, scoop, deliver; -0.001 per tick, +0.2
   when a recipe food becomes chopped, +1 for the right dish (terminal), -0.1 for a wrong one
   (the items go back to their initial squares);
-* partial observability (§1.5): each chef sees the 5x5 square around itself and keeps a belief
+* partial observability (docs/reference.md#overcooked): each chef sees the 5x5 square around itself and keeps a belief
   (last seen position of every object, reset to the initial square once the chef sees the object
   is not where it remembers it);
-* macro-actions (§1.6) run tick by tick by a controller that navigates with A* on the believed
+* macro-actions (docs/reference.md#overcooked-macro-actions) run tick by tick by a controller that navigates with A* on the believed
   map, with the reference's exact tie-breaking (it changes what becomes visible);
 * the belief's chop fractions (double-normalised in the reference) are not kept: nothing reads
   them;
 * the macro-step reward is the 0.99-per-tick discounted sum of the tick rewards; the 200-tick
-  limit is only noticed when a macro-action ends (§1.7).
+  limit is only noticed when a macro-action ends (docs/reference.md#overcooked-rewards).
 * the episode succeeds when the right dish is served (:attr:`KitchenEngine.success`, which the
   envs report as ``info["success"]``); a positive return alone (a chopped food) is no success.
 
-Several chefs (§1.9 leaves this to us; the reference's multi-agent loop is broken). The primitive
+Several chefs (docs/reference.md#overcooked leaves this to us; the reference's multi-agent loop is broken). The primitive
 tick resolves chef/chef moves as the reference does: chefs act in index order, a chef walking into
 another chef that has not acted yet waits for it, two chefs walking into each other swap, and a
 chef walking into a chef that stays put does not move. A joint macro step gives every chef a
@@ -30,6 +30,10 @@ reward of a tick is shared by the team (one step penalty per tick, not per chef)
 
 The engine state is a handful of small lists (:class:`KitchenState`), so copying it for a search
 is cheap; A* results and prompts are cached per engine.
+
+Why one file of over 600 lines: one engine per environment family (tasks are data in
+:mod:`.tasks`); the tick rules, the belief and the macro-action controller share the same state and
+are tested through the same engine.
 """
 
 from __future__ import annotations
