@@ -157,8 +157,11 @@ def anchors(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> Anchor
 
     A return depends on the env kwargs (the oracle's on Tomato Salad is 1.860 without a step
     cap and 1.4635 with ``max_episode_steps=30``), so a row is only normalised by anchors
-    played under its own; with none, its normalised score is ``None`` ("--"). Every reader of
-    anchors (the report's tables and charts, the results tables) goes through this function.
+    played under its own; with none, its normalised score is ``None`` ("--"). This is the one
+    place anchor scores are read: the report's per-env tables call it for their normalised
+    column; the charts and the results tables (:mod:`.results_tables`) print no normalised
+    score and only tell anchors apart (:func:`is_anchor`, and :func:`agent_label`, which names
+    an anchor's env kwargs).
     """
     kwargs = env_kwargs_of(record)
     same = [
