@@ -57,6 +57,7 @@ from agentbench_poad.evaluation import (
 from agentbench_poad.leaderboard.records import (
     make_record_id,
     new_record,
+    record_id_suffix,
     summarize_seeds,
     write_record,
 )
@@ -326,7 +327,12 @@ def _record_env(
     # For a ``.json`` out_dir the path does not depend on the record id (nor on the name).
     record_path = output_path(
         out_dir,
-        make_record_id(env_id, name or "agent", provenance.base_model, provenance.record_suffix),
+        make_record_id(
+            env_id,
+            name or "agent",
+            provenance.base_model,
+            record_id_suffix(name or "agent", plan.env_kwargs, provenance.record_suffix),
+        ),
     )
     fingerprint = _fingerprint(
         {
@@ -415,7 +421,12 @@ def build_record(
     per_seed = [cell.seed_entry() for cell in cells]
     facts = env_facts(env_id)
     return new_record(
-        record_id=make_record_id(env_id, name, provenance.base_model, provenance.record_suffix),
+        record_id=make_record_id(
+            env_id,
+            name,
+            provenance.base_model,
+            record_id_suffix(name, plan.env_kwargs, provenance.record_suffix),
+        ),
         env={
             "id": env_id,
             "version": facts.version,

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +123,53 @@ def make_record_id(
     if suffix:
         parts.append(suffix)
     return "__".join(slug(p) for p in parts)
+
+
+#: Agents whose records anchor the normalised score (0 and 1): the report looks them up by env
+#: and env kwargs (:func:`agentbench_poad.leaderboard.report.common.anchors`), so several of one
+#: env (uncapped and capped) live side by side and their ids carry the env kwargs.
+ANCHOR_AGENTS = ("random", "oracle", "scripted")
+#: Env kwargs that choose how an env runs, not what it scores (DataSciCoding's code sandbox):
+#: they neither name an anchor record nor keep a row from its anchors.
+EXECUTION_ENV_KWARGS = frozenset({"sandbox"})
+#: Short names of env kwargs in record ids (:func:`env_kwargs_suffix`).
+ENV_KWARG_ABBREVIATIONS = {"max_episode_steps": "steps"}
+
+
+def task_env_kwargs(env_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The env kwargs that change the task (what a return means): all but the execution ones."""
+    return {k: v for k, v in (env_kwargs or {}).items() if k not in EXECUTION_ENV_KWARGS}
+
+
+def env_kwargs_suffix(env_kwargs: Mapping[str, Any] | None) -> str | None:
+    """A stable, readable record-id part for the task's env kwargs; ``None`` when there are none.
+
+    Each kwarg, sorted by name, is ``<short name><value>`` (``max_episode_steps=30`` ->
+    ``steps30``; a kwarg without a short name is ``<name>-<value>``), joined by ``-``; values are
+    written as JSON (strings bare). Execution kwargs (:data:`EXECUTION_ENV_KWARGS`) are left out.
+    """
+    parts = []
+    for key, value in sorted(task_env_kwargs(env_kwargs).items()):
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        short = ENV_KWARG_ABBREVIATIONS.get(key)
+        parts.append(f"{short}{text}" if short else f"{key}-{text}")
+    return slug("-".join(parts)) if parts else None
+
+
+def record_id_suffix(
+    agent_name: str, env_kwargs: Mapping[str, Any] | None, suffix: str | None = None
+) -> str | None:
+    """The id suffix of a record: ``suffix``, and for an anchor agent (:data:`ANCHOR_AGENTS`)
+    the env kwargs' part (:func:`env_kwargs_suffix`) after it.
+
+    Only anchors carry their env kwargs in the id: the report reads the anchors of a row by env
+    kwargs, so one env keeps several (``Overcooked-TomatoSalad-v0__oracle`` uncapped and
+    ``Overcooked-TomatoSalad-v0__oracle__steps30`` with ``max_episode_steps=30``). Any other
+    agent keeps one record, and one id, per env, model and training env: a record made before
+    this rule keeps its id when it is made again.
+    """
+    kwargs_part = env_kwargs_suffix(env_kwargs) if agent_name.lower() in ANCHOR_AGENTS else None
+    return "__".join(p for p in (suffix, kwargs_part) if p) or None
 
 
 # -- files -------------------------------------------------------------------------------------

@@ -12,10 +12,12 @@ from agentbench_poad.leaderboard import evaluate
 from agentbench_poad.leaderboard.records import (
     RecordWarning,
     add_record,
+    env_kwargs_suffix,
     find_record,
     load_records,
     mean_stderr,
     read_record,
+    record_id_suffix,
     write_json_atomic,
     write_record,
 )
@@ -142,3 +144,42 @@ def test_find_record_names_close_matches(tmp_path, record):
     assert find_record(record["record_id"], tmp_path)["record_id"] == record["record_id"]
     with pytest.raises(RecordError, match="did you mean"):
         find_record("Corridor", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "kwargs, suffix",
+    [
+        ({}, None),
+        (None, None),
+        ({"max_episode_steps": 30}, "steps30"),
+        ({"sandbox": "docker"}, None),  # how the env runs, not what it scores
+        ({"sandbox": "auto", "max_episode_steps": 30}, "steps30"),
+        ({"max_episode_steps": 30, "layout": "open"}, "layout-open-steps30"),
+    ],
+)
+def test_env_kwargs_suffix_is_stable_and_readable(kwargs, suffix):
+    assert env_kwargs_suffix(kwargs) == suffix
+
+
+def test_only_anchor_ids_carry_their_env_kwargs():
+    capped = {"max_episode_steps": 30}
+    assert record_id_suffix("oracle", capped) == "steps30"
+    assert record_id_suffix("Random", capped, "trainedon-X") == "trainedon-X__steps30"
+    assert record_id_suffix("oracle", {}) is None
+    # other agents keep the id they had before the rule (one record per env, model, training)
+    assert record_id_suffix("poad", capped) is None
+    assert record_id_suffix("poad", capped, "trainedon-X") == "trainedon-X"
+
+
+def test_a_capped_anchor_record_gets_its_own_id():
+    capped = evaluate(
+        make_corridor_oracle,
+        CORRIDOR_ID,
+        seeds=[0],
+        episodes=1,
+        env_kwargs={"max_episode_steps": 30},
+    )[0]
+    assert capped["record_id"] == f"{CORRIDOR_ID}__oracle__steps30"
+    assert capped["config"]["env_kwargs"] == {"max_episode_steps": 30}
+    plain = evaluate(make_corridor_oracle, CORRIDOR_ID, seeds=[0], episodes=1)[0]
+    assert plain["record_id"] == f"{CORRIDOR_ID}__oracle"

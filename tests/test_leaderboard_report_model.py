@@ -424,3 +424,64 @@ def test_a_scripted_row_normalises_where_no_oracle_exists_and_says_so(committed,
     assert "the oracle row 1" in salad.caption and "scripted" not in salad.caption
     (comparison,) = report.section("pairwise").tables()
     assert not [r for r in comparison.rows if r.cells[1] in ("scripted", "oracle", "random")]
+
+
+def _mean(records, record_id):
+    return next(r for r in records if r["record_id"] == record_id)["scores"]["mean"]
+
+
+@pytest.mark.parametrize("task", ["TomatoSalad", "TomatoLettuceSalad"])
+def test_a_row_is_normalised_by_the_anchors_of_its_own_env_kwargs(committed, shipped, task):
+    """The LLM rows ran with ``max_episode_steps=30``: the capped anchors normalise them, the
+    uncapped anchors only the uncapped rows (the oracle's return depends on the cap)."""
+    env = f"Overcooked-{task}-v0"
+    report = build_model(committed, shipped, built=BUILT)
+    (table,) = report.section(f"env-{env}").tables()
+    column = table.header.index("normalised")
+    poad = _mean(committed, f"{env}__poad__smollm2-135m")
+    random30 = _mean(committed, f"{env}__random__steps30")
+    oracle30 = _mean(committed, f"{env}__oracle__steps30")
+    by_hand = (poad - random30) / (oracle30 - random30)
+    assert table.row("poad (smollm2-135m)").cells[column] == f"{by_hand:.3f}"
+    uncapped = (poad - _mean(committed, f"{env}__random")) / (
+        _mean(committed, f"{env}__oracle") - _mean(committed, f"{env}__random")
+    )
+    assert f"{uncapped:.3f}" != f"{by_hand:.3f}"  # the two anchor pairs disagree here
+    # each anchor row is 0 or 1 under its own kwargs, and the label names the capped ones
+    for label, value in (
+        ("oracle", "1.000"),
+        ("random", "0.000"),
+        ("oracle [max_episode_steps=30]", "1.000"),
+        ("random [max_episode_steps=30]", "0.000"),
+    ):
+        assert table.row(label).cells[column] == value, label
+    # an uncapped row is normalised by the uncapped anchors
+    row = copy.deepcopy(
+        next(r for r in committed if r["record_id"] == f"{env}__poad__smollm2-135m")
+    )
+    row["record_id"] += "__uncapped"
+    row["agent"]["name"] = "poad-uncapped"
+    row["config"]["env_kwargs"] = {}
+    report = build_model([*committed, row], shipped, built=BUILT)
+    (table,) = report.section(f"env-{env}").tables()
+    assert table.row("poad-uncapped (smollm2-135m)").cells[column] == f"{uncapped:.3f}"
+
+
+def test_a_row_without_anchors_of_its_env_kwargs_is_not_normalised(committed, shipped):
+    env = "Overcooked-TomatoSalad-v0"
+    row = copy.deepcopy(
+        next(r for r in committed if r["record_id"] == f"{env}__poad__smollm2-135m")
+    )
+    row["record_id"] += "__steps20"
+    row["agent"]["name"] = "poad-20"
+    row["config"]["env_kwargs"] = {"max_episode_steps": 20}
+    report = build_model([*committed, row], shipped, built=BUILT)
+    (table,) = report.section(f"env-{env}").tables()
+    assert table.row("poad-20 (smollm2-135m)").cells[table.header.index("normalised")] == "--"
+    assert "no normalised score ('--') for rows with max_episode_steps=20" in table.caption
+    assert "anchors on this env: oracle (no env kwargs), oracle (max_episode_steps=30)" in (
+        table.caption
+    )
+    # the sandbox a DataSciCoding row ran in does not keep it from its anchors
+    (iris,) = report.section("env-DataSciCoding-iris-v0").tables()
+    assert iris.row("poad (smollm2-135m)").cells[iris.header.index("normalised")] == "0.000"

@@ -371,12 +371,13 @@ def _record_anchor(
     factory: str, env_id: str, seeds, episodes: int, env_kwargs: dict, store: Path, progress: bool
 ) -> None:
     from agentbench_poad.leaderboard.protocol import Provenance, evaluate
-    from agentbench_poad.leaderboard.records import add_record, make_record_id
+    from agentbench_poad.leaderboard.records import add_record, make_record_id, record_id_suffix
 
     name = "oracle" if "oracle" in factory else "random"
     if name == "oracle" and env_id.startswith("DataSciCoding"):
         name = "scripted"  # a known-good body, not an optimum (baselines/oracle_datascicoding.py)
-    if (store / f"{make_record_id(env_id, name)}.json").exists():
+    record_id = make_record_id(env_id, name, suffix=record_id_suffix(name, env_kwargs))
+    if (store / f"{record_id}.json").exists():
         return
     (record,) = evaluate(
         factory,

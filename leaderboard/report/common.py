@@ -9,19 +9,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.leaderboard.records import mean_stderr
+from agentbench_poad.leaderboard.records import ANCHOR_AGENTS, mean_stderr, task_env_kwargs
 from agentbench_poad.leaderboard.report.paper import PaperResults, layout_tasks
+from agentbench_poad.leaderboard.report.stats import normalised
 from agentbench_poad.registration import UnknownEnvError, env_facts
 
 #: The agent every other agent is compared with.
 REFERENCE_AGENT = "poad"
-#: Rows that anchor the normalised score (0 and 1) and are not compared with POAD. The top
-#: anchor is the oracle (the best return the env admits); where no best can be computed the row
-#: is a scripted solution ("scripted"), not an upper bound, and the report says so.
-ANCHOR_AGENTS = ("random", "oracle", "scripted")
+#: Rows that anchor the normalised score (0 and 1) and are not compared with POAD
+#: (:data:`~agentbench_poad.leaderboard.records.ANCHOR_AGENTS`, imported above). The top anchor
+#: is the oracle (the best return the env admits); where no best can be computed the row is a
+#: scripted solution ("scripted"), not an upper bound, and the report says so. A row's anchors
+#: are those of its env and env kwargs (:func:`anchors`).
 TOP_ANCHORS = ("oracle", "scripted")
 
 #: Where a seed keeps its mean discounted return, and an episode its discounted return. Records
@@ -87,6 +90,8 @@ def agent_label(record: dict[str, Any]) -> str:
     outside = (record.get("training") or {}).get("trainer_version")  # docs/integrations.md
     if outside:
         label += f" [trainer: {outside}]"
+    if is_anchor(record) and env_kwargs_of(record):  # one env has an anchor per env kwargs
+        label += f" [{kwargs_text(env_kwargs_of(record))}]"
     return label
 
 
@@ -113,23 +118,71 @@ def n_seeds(record: dict[str, Any]) -> int:
     return len(record["scores"]["per_seed"])
 
 
-def top_anchor(records: Sequence[dict[str, Any]]) -> tuple[str, float | None]:
-    """The row that normalises to 1: the oracle, else the scripted solution."""
+@dataclass(frozen=True)
+class Anchors:
+    """The anchors that normalise one row: the random and top rows of its env and env kwargs."""
+
+    random: float | None
+    top_name: str
+    top: float | None
+    random_id: str | None = None
+    top_id: str | None = None
+
+    def normalise(self, score: float) -> float | None:
+        return normalised(score, self.random, self.top)
+
+
+def env_kwargs_of(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's task env kwargs (``config.env_kwargs`` less the execution ones)."""
+    return task_env_kwargs((record.get("config") or {}).get("env_kwargs"))
+
+
+def kwargs_text(env_kwargs: dict[str, Any]) -> str:
+    """``max_episode_steps=30``, ``no env kwargs`` for none."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(env_kwargs.items())) or "no env kwargs"
+
+
+def _anchor(
+    candidates: Sequence[dict[str, Any]], name: str
+) -> tuple[float, str] | tuple[None, None]:
+    named = [r for r in candidates if r["agent"]["name"].lower() == name]
+    # an anchor evaluated where it was made before one trained elsewhere
+    named.sort(key=lambda r: (bool((r.get("training") or {}).get("env_id")), r["record_id"]))
+    return (named[0]["scores"]["mean"], named[0]["record_id"]) if named else (None, None)
+
+
+def anchors(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> Anchors:
+    """The anchors of ``record``: the random row (0) and the oracle, else scripted, row (1) of
+    the same env whose task env kwargs (:func:`env_kwargs_of`) equal the record's.
+
+    A return depends on the env kwargs (the oracle's on Tomato Salad is 1.860 without a step
+    cap and 1.4635 with ``max_episode_steps=30``), so a row is only normalised by anchors
+    played under its own; with none, its normalised score is ``None`` ("--"). This is the one
+    place anchor scores are read: the report's per-env tables call it for their normalised
+    column; the charts and the results tables (:mod:`.results_tables`) print no normalised
+    score and only tell anchors apart (:func:`is_anchor`, and :func:`agent_label`, which names
+    an anchor's env kwargs).
+    """
+    kwargs = env_kwargs_of(record)
+    same = [
+        r
+        for r in records
+        if is_anchor(r) and r["env"]["id"] == record["env"]["id"] and env_kwargs_of(r) == kwargs
+    ]
+    random_score, random_id = _anchor(same, "random")
     for name in TOP_ANCHORS:
-        score = anchor_score(records, name)
-        if score is not None:
-            return name, score
-    return TOP_ANCHORS[0], None
+        top, top_id = _anchor(same, name)
+        if top is not None:
+            return Anchors(random_score, name, top, random_id, top_id)
+    return Anchors(random_score, TOP_ANCHORS[0], None, random_id, None)
 
 
-def anchor_score(records: Sequence[dict[str, Any]], name: str) -> float | None:
-    for r in records:
-        if r["agent"]["name"].lower() == name and not (r.get("training") or {}).get("env_id"):
-            return r["scores"]["mean"]
-    for r in records:
-        if r["agent"]["name"].lower() == name:
-            return r["scores"]["mean"]
-    return None
+def anchor_records(env_id: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every anchor record of ``env_id`` (for a note on which anchors exist)."""
+    return sorted(
+        (r for r in records if is_anchor(r) and r["env"]["id"] == env_id),
+        key=lambda r: r["record_id"],
+    )
 
 
 def _seed_discounted(seed: dict[str, Any]) -> float | None:

@@ -9,7 +9,7 @@ Sections, in order (``Section.anchor`` in brackets):
 
 * results by environment [``by-env``]: one subsection per env with records -- a table of our
   rows (mean ± s.e. over seeds, or "n = 1"; IQM with its 95 % CI; success rate; score
-  normalised between the random and oracle rows; the discounted return beside the undiscounted
+  normalised between the random and oracle rows of the row's env kwargs; the discounted return beside the undiscounted
   one on the tasks of the paper's Table 1, whose metric it is) and a chart of the IQMs with CIs;
 * learning curves [``learning-curves``]: every agent's mean with its shaded band, per env, on
   the same axes (env steps), the paper's published numbers on that env drawn across;
@@ -43,18 +43,21 @@ from agentbench_poad.leaderboard.report.blocks import (
 )
 from agentbench_poad.leaderboard.report.common import (
     REFERENCE_AGENT,
+    TOP_ANCHORS,
     Inputs,
     agent_label,
-    anchor_score,
+    anchor_records,
+    anchors,
     discounted,
+    env_kwargs_of,
     fmt,
     interval,
     is_anchor,
+    kwargs_text,
     n_seeds,
     paper_label,
     pm,
     seed_scores,
-    top_anchor,
 )
 from agentbench_poad.leaderboard.report.comparison import comparison_section
 from agentbench_poad.leaderboard.report.paper import PaperResults
@@ -67,7 +70,6 @@ from agentbench_poad.leaderboard.report.stats import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     iqm_estimate,
-    normalised,
 )
 from agentbench_poad.version import __version__
 
@@ -76,10 +78,30 @@ NO_PAPER_NOTE = (
 )
 
 
+def _unanchored_note(env_id: str, unanchored: Sequence[dict[str, Any]], inputs: Inputs) -> str:
+    """For rows without anchors of their env kwargs: which rows, and which anchors exist."""
+    if not unanchored:
+        return ""
+    kinds = sorted({kwargs_text(env_kwargs_of(r)) for r in unanchored})
+    have = [
+        f"{r['agent']['name']} ({kwargs_text(env_kwargs_of(r))})"
+        for r in anchor_records(env_id, inputs.records)
+    ]
+    return (
+        f"; no normalised score ('--') for rows with {' / '.join(kinds)}: no random and "
+        f"{' or '.join(TOP_ANCHORS)} records with those env kwargs; anchors on this env: "
+        + (", ".join(have) or "none")
+    )
+
+
 def _env_section(env_id: str, inputs: Inputs) -> Section:
     recs = sorted(inputs.by_env[env_id], key=lambda r: -r["scores"]["mean"])
-    random_score = anchor_score(recs, "random")
-    top_name, oracle_score = top_anchor(recs)
+    row_anchors = {r["record_id"]: anchors(r, inputs.records) for r in recs}
+    top_names = sorted({a.top_name for a in row_anchors.values() if a.top is not None})
+    top_name = " / ".join(top_names) or TOP_ANCHORS[0]
+    unanchored = [
+        r for r in recs if row_anchors[r["record_id"]].normalise(r["scores"]["mean"]) is None
+    ]
     metric = recs[0]["scores"]["metric"]
     score_name = "final-code ROC AUC" if metric == "final_auc" else "episodic return"
     # the paper's Table 1 reports the discounted return: show it beside ours on its tasks
@@ -105,7 +127,7 @@ def _env_section(env_id: str, inputs: Inputs) -> Section:
                 gammas.add(r["protocol"]["discount"])
         cells += [
             pm(sc["success_rate"], sc["success_rate_stderr"], n),
-            fmt(normalised(sc["mean"], random_score, oracle_score)),
+            fmt(row_anchors[r["record_id"]].normalise(sc["mean"])),
             f"{n} × {r['protocol']['episodes_per_seed']}",
             str(failed),
             f"record {r['record_id']}",
@@ -150,9 +172,11 @@ def _env_section(env_id: str, inputs: Inputs) -> Section:
         f"seed {BOOTSTRAP_SEED}); normalised: the random row 0, the {top_name} row 1"
         + (
             " (a scripted solution, not an upper bound: no best return is computed here)"
-            if top_name == "scripted"
+            if "scripted" in top_names
             else ""
         )
+        + ", each played under the row's own env kwargs (a capped row by the capped anchors)"
+        + _unanchored_note(env_id, unanchored, inputs)
         + (
             "; the discounted return is the paper's Table 1 metric, the score the undiscounted "
             "return"
@@ -312,7 +336,9 @@ def build_model(
             "Scores are mean ± standard error over seeds ('n = 1' marks a single seed, which has "
             "no spread); IQMs and their 95% CIs come from rliable's stratified bootstrap over "
             "seeds; 'normalised' maps the random row to 0 and "
-            "the oracle row (or, where no oracle exists, the scripted row) to 1. Rows and columns "
+            "the oracle row (or, where no oracle exists, the scripted row) to 1, both played "
+            "under the row's own env kwargs (its step cap): a row without such anchors reads "
+            "'--'. Rows and columns "
             "marked '(paper, ...)' are the published numbers "
             "of Wen et al. (NeurIPS 2024), set in italics beside ours and never mixed into our "
             "means."
