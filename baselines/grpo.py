@@ -47,7 +47,7 @@ from agentbench_poad.baselines.poad import _COMMON, _GAMMA
 from agentbench_poad.rl.advantages import GROUP_NORMALIZATIONS, group_relative_advantages
 from agentbench_poad.rl.config import MINI_SUFFIX, PPOConfig
 from agentbench_poad.rl.group_rollout import GroupBuffer, GroupStep, collect_groups
-from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch
+from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, action_level_evaluation
 
 __all__ = ["GRPO", "GRPOConfig", "GroupConfig"]
 
@@ -223,12 +223,5 @@ class GRPO(PPOAgent):
 
     def evaluate_policy(self, batch: PPOBatch) -> PolicyEvaluation:
         """Log-prob of the chosen action and the entropy of the candidate categorical."""
-        categoricals = self.policy.candidate_log_probs(
-            list(batch.extras["prompts"]), list(batch.extras["available_actions"])
-        )
-        chosen = torch.stack([c[i] for c, i in zip(categoricals, batch.extras["index"])])
-        entropy = torch.stack([-(c.exp() * c).sum() for c in categoricals])
-        evaluation = PolicyEvaluation(chosen[:, None], entropy[:, None])
-        # The shared KL guard reads the new categoricals from here instead of scoring again.
-        evaluation.candidate_log_probs = categoricals
-        return evaluation
+        # the categoricals ride along for the shared KL guard (PPOAgent.guard_kl)
+        return action_level_evaluation(self.policy, batch)

@@ -32,7 +32,7 @@ from agentbench_poad.rl.advantages import action_level_gae
 from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
 from agentbench_poad.rl.config import PPOConfig
 from agentbench_poad.rl.critic import ActionCritic
-from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch
+from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, action_level_evaluation
 
 __all__ = ["TWOSOME", "TWOSOMEConfig"]
 
@@ -157,13 +157,8 @@ class TWOSOME(PPOAgent):
 
     def evaluate_policy(self, batch: PPOBatch) -> PolicyEvaluation:
         """Log-prob of the chosen action and the entropy of the candidate categorical."""
-        categoricals = self.policy.candidate_log_probs(
-            list(batch.extras["prompts"]), list(batch.extras["available_actions"])
-        )
-        chosen = torch.stack([c[i] for c, i in zip(categoricals, batch.extras["index"])])
-        entropy = torch.stack([-(c.exp() * c).sum() for c in categoricals])
-        # The shared KL guard (PPOAgent.guard_kl) reads the categoricals from here.
-        return PolicyEvaluation(chosen[:, None], entropy[:, None], categoricals)
+        # the categoricals ride along for the shared KL guard (PPOAgent.guard_kl)
+        return action_level_evaluation(self.policy, batch)
 
     def evaluate_values(self, batch: PPOBatch) -> torch.Tensor:
         features = torch.stack(list(batch.extras["features"])).to(self.policy.device)

@@ -111,6 +111,22 @@ class PolicyEvaluation:
     of scoring the candidates again."""
 
 
+def action_level_evaluation(policy: Any, batch: PPOBatch) -> PolicyEvaluation:
+    """An action-level loss's evaluation in a restricted-action env (TWOSOME, GRPO, GiGPO).
+
+    Scores each sample's offered actions under the current policy (with grad) and reads the
+    log-probability of the chosen one (``batch.extras["index"]``) and the entropy of the
+    categorical; the categoricals ride along for the shared KL guard, which then need not score
+    the candidates again.
+    """
+    categoricals = policy.candidate_log_probs(
+        list(batch.extras["prompts"]), list(batch.extras["available_actions"])
+    )
+    chosen = torch.stack([c[i] for c, i in zip(categoricals, batch.extras["index"])])
+    entropy = torch.stack([-(c.exp() * c).sum() for c in categoricals])
+    return PolicyEvaluation(chosen[:, None], entropy[:, None], categoricals)
+
+
 @dataclass
 class PPOBatch:
     """A flattened on-policy batch of ``B`` samples, aligned on a ``(B, L)`` grid.
