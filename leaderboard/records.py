@@ -54,7 +54,12 @@ def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
 
 # -- provenance --------------------------------------------------------------------------------
 def git_commit(path: Path | None = None) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the git checkout holding ``path`` (the package); (None, None) if none."""
+    """(commit, dirty) of the git checkout holding ``path`` (the package); (None, None) if none.
+
+    Dirty means uncommitted changes to tracked files outside ``runs/``: the runs folder is data
+    (a study running in the background rewrites its tracked checkpoints), not the code that makes
+    a record.
+    """
     where = Path(path or Path(__file__).resolve().parent)
     try:
         commit = subprocess.run(
@@ -63,7 +68,15 @@ def git_commit(path: Path | None = None) -> tuple[str | None, bool | None]:
         if commit.returncode != 0:
             return None, None
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            [
+                "git",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ":/",
+                ":(top,exclude)runs",
+            ],
             cwd=where,
             capture_output=True,
             text=True,

@@ -183,3 +183,25 @@ def test_a_capped_anchor_record_gets_its_own_id():
     assert capped["config"]["env_kwargs"] == {"max_episode_steps": 30}
     plain = evaluate(make_corridor_oracle, CORRIDOR_ID, seeds=[0], episodes=1)[0]
     assert plain["record_id"] == f"{CORRIDOR_ID}__oracle"
+
+
+def test_git_dirty_ignores_the_runs_data_folder(tmp_path):
+    """A study rewriting tracked checkpoints under runs/ leaves the code clean; a code edit does not."""
+    import subprocess
+
+    from agentbench_poad.leaderboard.records import git_commit
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "metrics.jsonl").write_text("{}\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    assert git_commit(tmp_path)[1] is False
+    (tmp_path / "runs" / "metrics.jsonl").write_text("{}\n{}\n")
+    assert git_commit(tmp_path)[1] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_commit(tmp_path)[1] is True
