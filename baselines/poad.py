@@ -201,13 +201,22 @@ class POAD(PPOAgent):
         )
 
     def evaluate_policy(self, batch: PPOBatch) -> PolicyEvaluation:
-        """Per-token log-probs and full-vocabulary entropies of the stored action tokens."""
+        """Per-token log-probs and full-vocabulary entropies of the stored action tokens.
+
+        With restricted actions the same pass scores every offered action, and the categoricals
+        ride along for the shared KL guard (exact; one forward instead of two).
+        """
+        offered = batch.extras.get("available_actions")
         scored = self.policy.token_log_probs(
-            list(batch.extras["prompts"]), list(batch.extras["token_ids"])
+            list(batch.extras["prompts"]),
+            list(batch.extras["token_ids"]),
+            available_actions=None if offered is None else list(offered),
         )
         width = batch.mask.shape[1]
         return PolicyEvaluation(
-            pad_columns(scored.log_probs, width), pad_columns(scored.entropy, width)
+            pad_columns(scored.log_probs, width),
+            pad_columns(scored.entropy, width),
+            scored.candidate_log_probs,
         )
 
     def evaluate_values(self, batch: PPOBatch) -> torch.Tensor:

@@ -89,9 +89,16 @@ def test_stored_log_probs_match_recomputation(tiny_model):
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-def test_checkpoint_resume_gives_the_same_next_update(agent, tiny_model, tmp_path):
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"lora_layers": 1, "eval_every": 1}],
+    ids=["all-layers", "top-layer-cached-states-and-eval"],
+)
+def test_checkpoint_resume_gives_the_same_next_update(agent, overrides, tiny_model, tmp_path):
+    """Bit for bit: a resumed run starts with empty caches and memos (every kept entry is
+    computed alone, so what it holds does not depend on when it was computed)."""
     env_id = OVERCOOKED if overcooked_env_available() else "CaseStudy-Microwave-v0"
-    kwargs = dict(total_steps=2 * 6, seed=5, overrides=small(), progress=False)
+    kwargs = dict(total_steps=2 * 6, seed=5, overrides=small(**overrides), progress=False)
     straight = train(get_algorithm(agent), env_id, tiny_model, out=tmp_path / "a", **kwargs)
     stopped = train(
         get_algorithm(agent), env_id, tiny_model, out=tmp_path / "b", max_updates=1, **kwargs

@@ -83,6 +83,16 @@ def test_token_and_action_level_agents_guard_the_same_kl(tiny_model):
     np.testing.assert_allclose(token_level.numpy(), expected.numpy(), rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(action_level.numpy(), expected.numpy(), rtol=1e-5, atol=1e-7)
     assert float(expected.sum()) > 0
+    # POAD's own update pass scores the offered actions too: the guard reads its categoricals.
+    tokens = [r.sample.token_ids for r in records]
+    width = max(len(t) for t in tokens)
+    batch.extras["token_ids"] = tokens
+    batch.mask = torch.arange(width)[None, :] < torch.tensor([len(t) for t in tokens])[:, None]
+    evaluation = poad.evaluate_policy(batch)
+    assert evaluation.candidate_log_probs is not None
+    from_update = poad.guard_kl(batch, evaluation)
+    assert from_update is not None
+    np.testing.assert_allclose(from_update.numpy(), expected.numpy(), rtol=1e-5, atol=1e-7)
 
 
 def test_open_actions_keep_the_token_level_guard(tiny_model):

@@ -56,14 +56,17 @@ def top_policy(request, deep_model_dir):
 
 
 def _plain(policy: LMPolicy):
-    """Context: the same policy running the whole model (no reuse of lower-layer states)."""
+    """Context: the same policy running the whole model (no reuse of lower-layer states, no
+    memoised scores or critic features)."""
 
     class _Plain:
         def __enter__(self):
             policy.reuse_lower_layers = False
+            policy.memoize = False
 
         def __exit__(self, *exc):
             policy.reuse_lower_layers = True
+            policy.memoize = True
 
     return _Plain()
 
@@ -141,7 +144,7 @@ def test_cached_lower_layers_give_the_same_log_probs_and_gradients(top_policy, s
     prompt_words=st.lists(st.lists(st.sampled_from(WORDS), max_size=8), min_size=1, max_size=3),
     seed=st.integers(0, 10_000),
 )
-def test_states_captured_while_scoring_give_the_same_critic_features(
+def test_critic_features_from_cached_lower_states_equal_the_plain_path(
     top_policy, prompt_words, seed
 ):
     prompts = [" ".join(["Kitchen:", *w]) for w in prompt_words]
@@ -152,11 +155,11 @@ def test_states_captured_while_scoring_give_the_same_critic_features(
     top_policy.clear_frozen_cache()
     samples = top_policy.act(prompts, offered, generator=torch.Generator().manual_seed(seed))
     tokens = [s.token_ids for s in samples]
-    # act() cached exactly the chosen sequences, from its shared-prefix scoring pass.
+    reused, mask = top_policy.critic_features(prompts, tokens)
+    # The critic's sequences went through the lower layers once each, and were kept.
     assert set(top_policy._frozen_cache) == {
         tuple(top_policy.encode_prompt(p) + t) for p, t in zip(prompts, tokens)
-    } | {tuple(top_policy.encode_prompt(p)) for p in prompts}
-    reused, mask = top_policy.critic_features(prompts, tokens)
+    }
     with _plain(top_policy):
         plain, plain_mask = top_policy.critic_features(prompts, tokens)
         prompt_only, _ = top_policy.critic_features(prompts)
@@ -192,12 +195,9 @@ def _one_forward_per_candidate(policy: LMPolicy, prompt_ids, tokens):
         min_size=1,
         max_size=3,
     ),
-    capture=st.booleans(),
     plain=st.booleans(),
 )
-def test_packed_candidate_scoring_equals_one_forward_per_candidate(
-    top_policy, groups, capture, plain
-):
+def test_packed_candidate_scoring_equals_one_forward_per_candidate(top_policy, groups, plain):
     """Both scoring paths: the whole model over a shared KV cache (``plain``) and the top
     layers from the cached lower states of the (prompt, candidates) tree."""
     prompt_ids = [
@@ -206,14 +206,12 @@ def test_packed_candidate_scoring_equals_one_forward_per_candidate(
     ]
     candidates = [cands for _, cands in groups]
     assume(any(c for group in candidates for c in group))
-    assume(not (plain and capture))  # the plain path captures nothing
-    lower: list | None = [] if capture else None
     with torch.no_grad():
         if plain:
             with _plain(top_policy):
-                scored = top_policy._score_group(prompt_ids, candidates, lower)
+                scored = top_policy._score_group(prompt_ids, candidates)
         else:
-            scored = top_policy._score_group(prompt_ids, candidates, lower)
+            scored = top_policy._score_group(prompt_ids, candidates)
     for p, group, log_probs in zip(prompt_ids, candidates, scored):
         assert log_probs.shape[0] == len(group)
         for k, tokens in enumerate(group):
@@ -224,14 +222,6 @@ def test_packed_candidate_scoring_equals_one_forward_per_candidate(
                 rtol=1e-5,
             )
             assert torch.all(log_probs[k, len(tokens) :] == 0)
-    if capture:  # the captured states are those of a plain pass through the lower layers
-        assert len(lower) == len(prompt_ids)
-        for p, group, (prompt_states, cand_states) in zip(prompt_ids, candidates, lower):
-            for tokens, states in zip(group, cand_states):
-                (expected,) = top_policy._lower_hidden([p + tokens])
-                torch.testing.assert_close(
-                    torch.cat([prompt_states, states]), expected, atol=1e-5, rtol=1e-5
-                )
 
 
 def test_act_is_unchanged_by_lora_layers_reuse(top_policy):
@@ -495,6 +485,10 @@ def test_poad_update_with_cached_states_and_sorted_chunks_equals_the_plain_updat
             ],
         ),
         ("action_scoring.py", ["--num-envs", "2", "--repeats", "1", "--lora-layers", "1"]),
+        (
+            "train_iteration.py",
+            ["--num-envs", "2", "--rollout-length", "2", "--repeats", "1", "--lora-layers", "1"],
+        ),
     ],
 )
 def test_speed_benchmarks_print_their_ratio(tiny_model_dir, script, args):  # noqa: F811

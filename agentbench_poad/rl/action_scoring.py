@@ -18,12 +18,15 @@ Read top to bottom:
   ``lora_layers``, the tree's frozen lower-layer states from a cache, so only the adapted top
   layers run; :meth:`ActionScoring._tree_logits` runs them and the LM head at the read slots;
 * :meth:`ActionScoring._score_restricted` -- batching: repeated (prompt, actions) pairs scored
-  once, prompts grouped under ``score_batch_tokens``, scores normalised.
+  once (across calls too, under fixed weights: :meth:`ActionScoring._score_memo`), prompts
+  grouped under ``score_batch_tokens`` (:meth:`ActionScoring._score_unique`), scores normalised.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -78,11 +81,14 @@ class ActionScoring(PolicyModel):
         table: torch.Tensor,
         candidates: list[list[list[int]]],
         row_of: Callable[[int, int, int], int],
+        entropy: list[torch.Tensor] | None = None,
     ) -> list[torch.Tensor]:
         """Per prompt, ``(K_i, L)`` log p(token j of candidate k | prompt, earlier tokens).
 
         ``table`` holds one row of logits per scored position; ``row_of(i, k, j)`` is the row
-        that predicts token ``j`` of candidate ``k`` of prompt ``i``. Pads are 0.
+        that predicts token ``j`` of candidate ``k`` of prompt ``i``. Pads are 0. With
+        ``entropy`` (a list), per prompt the ``(K_i, L)`` full-vocabulary entropies of the same
+        positions are appended to it (what token-level PPO's entropy bonus reads).
         """
         counts = [len(c) for c in candidates]
         width = max(len(c) for group in candidates for c in group)
@@ -97,24 +103,25 @@ class ActionScoring(PolicyModel):
                     targets.append(token)
                 row += 1
         chosen = table[torch.tensor(source, device=table.device)]
-        scored = torch.log_softmax(chosen.float(), dim=-1).gather(
-            -1, torch.tensor(targets, device=table.device)[:, None]
-        )[:, 0]
-        log_probs = torch.zeros((row, width), device=table.device, dtype=scored.dtype)
-        log_probs = log_probs.index_put(
-            (
-                torch.tensor(out_row, device=table.device),
-                torch.tensor(out_col, device=table.device),
-            ),
-            scored,
+        log_softmax = torch.log_softmax(chosen.float(), dim=-1)
+        scored = log_softmax.gather(-1, torch.tensor(targets, device=table.device)[:, None])[:, 0]
+        at = (
+            torch.tensor(out_row, device=table.device),
+            torch.tensor(out_col, device=table.device),
         )
+        log_probs = torch.zeros((row, width), device=table.device, dtype=scored.dtype)
+        log_probs = log_probs.index_put(at, scored)
+        if entropy is not None:
+            per_position = -(log_softmax.exp() * log_softmax).sum(dim=-1)
+            entropies = torch.zeros_like(log_probs).index_put(at, per_position)
+            entropy.extend(torch.split(entropies, counts, dim=0))
         return list(torch.split(log_probs, counts, dim=0))
 
     def _score_group(
         self,
         prompt_ids: list[list[int]],
         candidates: list[list[list[int]]],
-        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = None,
+        entropy: list[torch.Tensor] | None = None,
     ) -> list[torch.Tensor]:
         """Token log-probs of every candidate after its prompt, the prompt run once.
 
@@ -124,24 +131,24 @@ class ActionScoring(PolicyModel):
         (:meth:`_tree_lower_states`) and only the adapted top layers run; otherwise the whole
         model runs. Exact: equal to one plain forward per prompt + candidate.
 
-        With ``lower`` (a list) and ``lora_layers`` set, per prompt one ``(prompt states (P_i, H),
-        [candidate states (n_k, H)])`` is appended: the hidden states entering the lowest adapted
-        layer, which the critic and the PPO update reuse.
+        With ``entropy`` (a list), per prompt the ``(K_i, L)`` entropies of
+        :meth:`_candidate_log_probs` are appended.
 
         Returns:
             Per prompt, a ``(K_i, L)`` float32 tensor of log p(token j | prompt, tokens < j), 0 at
             pads (``L`` = the longest candidate of the group). Differentiable when grad is on.
         """
         if max(len(c) for group in candidates for c in group) == 0:
-            return [torch.zeros((len(c), 0), device=self.device) for c in candidates]
-        top = self._reuse_from() > 0
-        # A candidate's last token predicts nothing scored: in the trie only when its lower
-        # states are wanted (cached for the critic and the update).
-        tries, paths = self._candidate_tries(candidates, keep_last=top)
+            empty = [torch.zeros((len(c), 0), device=self.device) for c in candidates]
+            if entropy is not None:
+                entropy.extend(e.clone() for e in empty)
+            return empty
+        # A candidate's last token predicts nothing scored: it is not in the trie.
+        tries, paths = self._candidate_tries(candidates, keep_last=False)
         ids, positions, mask, width_p = self._tree_layout(prompt_ids, tries)
         inputs = (
-            self._top_inputs(prompt_ids, candidates, tries, paths, ids.shape[1], width_p, lower)
-            if top
+            self._top_inputs(prompt_ids, candidates, tries, ids.shape[1], width_p)
+            if self._reuse_from() > 0
             else ids
         )
         # The slots whose logits are read: each prompt's last token and the trie nodes of every
@@ -157,7 +164,7 @@ class ActionScoring(PolicyModel):
         def row_of(i: int, k: int, j: int) -> int:
             return slots[(i, len(prompt_ids[i]) - 1 if j == 0 else width_p + paths[i][k][j - 1])]
 
-        return self._candidate_log_probs(table, candidates, row_of)
+        return self._candidate_log_probs(table, candidates, row_of, entropy)
 
     # The tree layout of a group: row i holds prompt i's tokens at [0, P_i) (right-padded to
     # width_p) and its candidates' trie nodes at [width_p, width_p + N_i). A prompt token sees the
@@ -211,7 +218,8 @@ class ActionScoring(PolicyModel):
         prompt tokens and then at its trie nodes (every candidate token, last ones included).
 
         Taken from the tree cache where present (keyed by the prompt and its candidates); the
-        others run once through the frozen lower layers, in the tree layout, and are cached.
+        others run once through the frozen lower layers, in the tree layout, each alone (its
+        states then do not depend on its batch), and are cached.
         Exact: nothing below the adapters ever changes, and a rollout meets the same
         (observation, offered actions) pairs again and again.
         """
@@ -220,12 +228,12 @@ class ActionScoring(PolicyModel):
         ]
         states: list[torch.Tensor | None] = [self._tree_cache.get(key) for key in keys]
         missing = list(dict.fromkeys(k for k, s in zip(keys, states) if s is None))
-        if missing:
-            index = {key: keys.index(key) for key in missing}
-            rows = [index[key] for key in missing]
-            ids, positions, mask, width_p = self._tree_layout(
-                [prompt_ids[r] for r in rows], [tries[r] for r in rows]
-            )
+        fresh = {}
+        for key in missing:
+            # Each tree alone: a cached entry does not depend on what it was computed with, so
+            # a resumed run (empty caches) computes bit for bit what the uninterrupted one kept.
+            r = keys.index(key)
+            ids, positions, mask, width_p = self._tree_layout([prompt_ids[r]], [tries[r]])
             with (
                 torch.no_grad(),
                 self._only_layers(0, self.first_adapted_layer, final_norm=False) as lower,
@@ -234,13 +242,10 @@ class ActionScoring(PolicyModel):
                     input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False
                 )
             hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-            fresh = {}
-            for row, (key, r) in enumerate(zip(missing, rows)):
-                n_p, n = len(prompt_ids[r]), len(tries[r][0])
-                fresh[key] = torch.cat(
-                    [hidden[row, :n_p], hidden[row, width_p : width_p + n]]
-                ).detach()
-                self._tree_cache.put(key, fresh[key])
+            n_p, n = len(prompt_ids[r]), len(tries[r][0])
+            fresh[key] = torch.cat([hidden[0, :n_p], hidden[0, width_p : width_p + n]]).detach()
+            self._tree_cache.put(key, fresh[key])
+        if fresh:
             states = [s if s is not None else fresh[k] for k, s in zip(keys, states)]
         return [s.to(self.device) for s in states if s is not None]
 
@@ -275,66 +280,73 @@ class ActionScoring(PolicyModel):
         prompt_ids: list[list[int]],
         candidates: list[list[list[int]]],
         tries: list[tuple[list[int], list[int], list[int]]],
-        paths: list[list[list[int]]],
         width: int,
         width_p: int,
-        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None,
     ) -> torch.Tensor:
         """The tree layout's ``(B, width, H)`` states entering the lowest adapted layer, from the
-        tree cache (:meth:`_tree_lower_states`); with ``lower``, each prompt's and candidate's
-        states are appended to it (see :meth:`_score_group`)."""
+        tree cache (:meth:`_tree_lower_states`)."""
         states = self._tree_lower_states(prompt_ids, candidates, tries)
         hidden = states[0].new_zeros((len(prompt_ids), width, states[0].shape[-1]))
         for i, (p, row) in enumerate(zip(prompt_ids, states)):
             n_p = len(p)
             hidden[i, :n_p] = row[:n_p]
             hidden[i, width_p : width_p + row.shape[0] - n_p] = row[n_p:]
-            if lower is not None:
-                lower.append(
-                    (
-                        row[:n_p],
-                        [
-                            row[n_p + torch.as_tensor(path, dtype=torch.long, device=row.device)]
-                            if path
-                            else row.new_zeros((0, row.shape[-1]))
-                            for path in paths[i]
-                        ],
-                    )
-                )
         return hidden
 
     def _score_restricted(
         self,
         prompts: Sequence[str],
         available_actions: Sequence[Sequence[str]],
-        lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = None,
+        entropy: list[torch.Tensor] | None = None,
     ) -> list[tuple[list[list[int]], torch.Tensor, torch.Tensor]]:
         """Per prompt: (candidate token ids, token log-probs (K, L), normalised scores (K,)).
 
         A (prompt, offered actions) pair that repeats in the batch (a PPO minibatch meets the
         same observation many times) is scored once and its result shared (exact; autograd sums
-        the gradients). Prompts are scored in groups whose cache (sum over candidates of prompt +
-        candidate tokens) stays within ``score_batch_tokens``; a prompt is never split.
-        ``lower``: see :meth:`_score_group` (filled in prompt order, one entry per prompt).
+        the gradients). Without gradients and in eval mode (rollouts, evaluation) a pair already
+        scored under the same weights comes from the score memo (:meth:`_score_memo`).
+        ``entropy``: see :meth:`_candidate_log_probs` (filled in prompt order, one entry per
+        prompt).
         """
         for actions in available_actions:
             if not actions:
                 raise ValueError(
                     "available_actions is an empty list; pass None for open-action environments"
                 )
+        memo = self._score_memo() if entropy is None else None
         keys = [(p, tuple(a)) for p, a in zip(prompts, available_actions)]
+        if memo is not None:
+            for key in dict.fromkeys(keys):
+                if key not in memo:
+                    # Alone, so an entry never depends on what it was scored with (a run
+                    # resumed with an empty memo scores bit for bit what the uninterrupted run
+                    # reused).
+                    (memo[key],) = self._score_unique([key[0]], [list(key[1])])
+                memo.move_to_end(key)
+            while len(memo) > self.score_memo_entries:
+                memo.popitem(last=False)
+            return [memo[key] for key in keys]
         first = {key: n for n, key in enumerate(dict.fromkeys(keys))}
-        if len(first) < len(keys):
-            unique = list(first)
-            unique_lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = (
-                None if lower is None else []
-            )
-            scored = self._score_restricted(
-                [p for p, _ in unique], [list(a) for _, a in unique], unique_lower
-            )
-            if lower is not None and unique_lower:
-                lower.extend(unique_lower[first[key]] for key in keys)
-            return [scored[first[key]] for key in keys]
+        if len(first) == len(keys):
+            return self._score_unique(prompts, available_actions, entropy)
+        unique = list(first)
+        unique_entropy: list[torch.Tensor] | None = None if entropy is None else []
+        scored = self._score_unique(
+            [p for p, _ in unique], [list(a) for _, a in unique], unique_entropy
+        )
+        if entropy is not None and unique_entropy is not None:
+            entropy.extend(unique_entropy[first[key]] for key in keys)
+        return [scored[first[key]] for key in keys]
+
+    def _score_unique(
+        self,
+        prompts: Sequence[str],
+        available_actions: Sequence[Sequence[str]],
+        entropy: list[torch.Tensor] | None = None,
+    ) -> list[tuple[list[list[int]], torch.Tensor, torch.Tensor]]:
+        """:meth:`_score_restricted` of distinct (prompt, actions) pairs: prompts are scored in
+        groups whose cache (sum over candidates of prompt + candidate tokens) stays within
+        ``score_batch_tokens``; a prompt is never split."""
         encoded = []
         for prompt, actions in zip(prompts, available_actions):
             prompt_ids = self.encode_prompt(prompt)
@@ -352,7 +364,7 @@ class ActionScoring(PolicyModel):
         token_log_probs: list[torch.Tensor | None] = [None] * len(encoded)
         for group in groups:
             scored = self._score_group(
-                [encoded[i][0] for i in group], [encoded[i][1] for i in group], lower
+                [encoded[i][0] for i in group], [encoded[i][1] for i in group], entropy
             )
             for i, lp in zip(group, scored):
                 token_log_probs[i] = lp
@@ -366,6 +378,36 @@ class ActionScoring(PolicyModel):
             )
             results.append((cands, lp, scores))
         return results
+
+    def _score_memo(self) -> OrderedDict[Any, Any] | None:
+        """The memo of restricted-action scores under the current weights, or None where scores
+        must be computed afresh (gradients on, train mode, ``memoize`` off).
+
+        A rollout or an evaluation meets the same (observation, offered actions) pairs again and
+        again under fixed weights (an Overcooked task has a few dozen observations), so each is
+        scored once. The memo is emptied whenever anything that the scores depend on changes:
+        a parameter (its identity or its in-place version, which an optimiser step or a loaded
+        adapter bumps), the adapters' on/off state, or the scoring settings. Exact: a hit is the
+        result the same computation gave.
+        """
+        if not self.memoize or torch.is_grad_enabled() or self.model.training:
+            return None
+        state = (
+            self.normalization,
+            self.action_separator,
+            self.chat_template,
+            self.reuse_lower_layers,
+            tuple((id(p), p._version) for p in self.model.parameters()),
+            tuple(  # the adapter layers' on/off switch and active adapter names (peft)
+                (m.disable_adapters, tuple(m.active_adapters))
+                for m in self.model.modules()
+                if isinstance(getattr(m, "disable_adapters", None), bool)
+            ),
+        )
+        if state != self._score_memo_state:
+            self._score_memos.clear()
+            self._score_memo_state = state
+        return self._score_memos
 
     def candidate_log_probs(
         self, prompts: Sequence[str], available_actions: Sequence[Sequence[str]]

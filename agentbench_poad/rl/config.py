@@ -174,9 +174,9 @@ class PPOConfig:
     """Differs from the paper when set: adapters only on the top ``lora_layers`` decoder layers
     (the paper adapts every layer; None). Fewer parameters train. In exchange the layers below
     are frozen, so their hidden states are computed once and reused, exactly: per (observation,
-    offered actions) by every later scoring pass at rollout time, and per chosen sequence by the
-    critic's frozen features and by every PPO epoch, which then run (and backpropagate through)
-    only the top layers (docs/speed.md)."""
+    offered actions) by every later scoring pass, at rollout time and in every PPO epoch, which
+    then runs (and backpropagates through) only the top layers, and per chosen sequence by the
+    critic's frozen features (docs/speed.md)."""
     frozen_cache_tokens: int = 262_144
     """With ``lora_layers``: how many tokens of frozen lower-layer hidden states the policy keeps,
     once for chosen sequences and once for scoring trees (least recently used dropped first;

@@ -132,15 +132,11 @@ class LMPolicy(UpdateFeatures, OpenGeneration):
         restricted = [i for i, a in enumerate(available_actions) if a is not None]
         open_rows = [i for i, a in enumerate(available_actions) if a is None]
         if restricted:
-            lower: list[tuple[torch.Tensor, list[torch.Tensor]]] | None = (
-                [] if self._reuse_from() > 0 else None
-            )
             scored = self._score_restricted(
                 [prompts[i] for i in restricted],
                 [list(available_actions[i]) for i in restricted],
-                lower,
             )
-            for j, (i, (candidates, log_probs, scores)) in enumerate(zip(restricted, scored)):
+            for i, (candidates, log_probs, scores) in zip(restricted, scored):
                 actions = list(available_actions[i])
                 policy = torch.log_softmax(scores, dim=0)
                 if greedy:
@@ -148,17 +144,6 @@ class LMPolicy(UpdateFeatures, OpenGeneration):
                 else:
                     index = int(_multinomial(policy.exp(), generator).item())
                 n_tokens = len(candidates[index])
-                if lower:
-                    # Keep the chosen sequence's frozen lower-layer states for the critic and
-                    # the PPO update (exact: nothing below the adapters ever changes).
-                    prompt_states, cand_states = lower[j]
-                    prompt_ids = self.encode_prompt(prompts[i])
-                    self._remember_lower(
-                        prompt_ids + list(candidates[index]),
-                        torch.cat([prompt_states, cand_states[index]], dim=0),
-                    )
-                    # The prompt alone too: an action-level critic (TWOSOME) reads only it.
-                    self._remember_lower(prompt_ids, prompt_states.clone())
                 samples[i] = ActionSample(
                     text=actions[index],
                     index=index,

@@ -154,6 +154,17 @@ class PolicyModel(torch.nn.Module):
         #: and the critic, and of whole scoring trees (prompt + offered actions), for act().
         self._frozen_cache = _StateCache(self.frozen_cache_tokens)
         self._tree_cache = _StateCache(self.frozen_cache_tokens)
+        #: The critic's frozen features of (prompt, action tokens) pairs (critic_features).
+        self._feature_cache = _StateCache(self.frozen_cache_tokens)
+        #: Memoise restricted-action scores under fixed weights (rollouts, evaluation; see
+        #: ActionScoring._score_memo) and the critic's frozen features (critic_features), both
+        #: exact; False computes every call afresh (checks, benchmarks).
+        self.memoize = True
+        #: How many (prompt, offered actions) pairs the score memo keeps (least recently used
+        #: dropped first).
+        self.score_memo_entries = 512
+        self._score_memos: OrderedDict[Any, Any] = OrderedDict()
+        self._score_memo_state: Any = None
         if lora is not None:
             import peft
 
@@ -281,9 +292,12 @@ class PolicyModel(torch.nn.Module):
         return self._frozen_cache.size
 
     def clear_frozen_cache(self) -> None:
-        """Forget the cached lower-layer hidden states (they are recomputed when needed)."""
+        """Forget the cached lower-layer hidden states, critic features and memoised scores
+        (they are recomputed when needed)."""
         self._frozen_cache.clear()
         self._tree_cache.clear()
+        self._feature_cache.clear()
+        self._score_memos.clear()
 
     def _lower_hidden(self, sequences: Sequence[Sequence[int]]) -> list[torch.Tensor]:
         """Per sequence, the ``(T_i, H)`` hidden states entering the lowest adapted layer.
@@ -296,17 +310,16 @@ class PolicyModel(torch.nn.Module):
         cached = {k: v for k in dict.fromkeys(keys) if (v := self._frozen_cache.get(k)) is not None}
         missing = [k for k in dict.fromkeys(keys) if k not in cached]
         fresh: dict[tuple[int, ...], torch.Tensor] = {}
-        if missing:
-            ids, attention = self._right_padded(missing)
+        for key in missing:  # alone: a cached entry does not depend on its batch
+            ids, attention = self._right_padded([key])
             with (
                 torch.no_grad(),
                 self._only_layers(0, self.first_adapted_layer, final_norm=False) as lower,
             ):
                 out = lower(input_ids=ids, attention_mask=attention, use_cache=False)
             hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-            for row, key in enumerate(missing):
-                fresh[key] = hidden[row, : len(key)]
-                self._remember_lower(key, fresh[key])
+            fresh[key] = hidden[0, : len(key)]
+            self._remember_lower(key, fresh[key])
         return [cached[k].to(self.device) if k in cached else fresh[k] for k in keys]
 
     def _padded_lower(

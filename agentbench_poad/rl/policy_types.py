@@ -124,6 +124,9 @@ class TokenLogProbs:
     """(B, L) float32: full-vocabulary entropy at each action position; 0 at pads."""
     mask: torch.Tensor
     """(B, L) bool: True at real action tokens."""
+    candidate_log_probs: list[torch.Tensor] | None = None
+    """Restricted actions scored in the same pass: per sample, the ``(K_i,)`` log-categorical
+    over its offered actions (what the agent samples from); None when not computed."""
 
 
 __all__ = ["NORMALIZATIONS", "ActionSample", "GenerationSettings", "TokenLogProbs"]

@@ -5,10 +5,13 @@
   full-vocabulary entropy at each action position. With ``lora_layers`` it runs only the adapted
   top layers from cached frozen lower states, each distinct prompt once with its actions as a
   trie (:meth:`UpdateFeatures._token_log_probs_top`, the tree layout of
-  :mod:`agentbench_poad.rl.action_scoring`).
+  :mod:`agentbench_poad.rl.action_scoring`). Given the offered actions, it scores them all in the
+  same pass and returns their categoricals too, for the shared KL guard
+  (:meth:`UpdateFeatures._token_and_candidate_log_probs`).
 * :meth:`UpdateFeatures.critic_features` reads the frozen pre-trained model (adapter disabled)
   for the critic heads in :mod:`agentbench_poad.rl.critic`, always at real tokens, never at a pad
-  (deliberate fix of docs/reference.md#deviation-critic-position).
+  (deliberate fix of docs/reference.md#deviation-critic-position), each (prompt, action) pair
+  computed once (the frozen weights never change).
 """
 
 from __future__ import annotations
@@ -25,18 +28,35 @@ class UpdateFeatures(ActionScoring):
     """The update-time passes of :class:`~agentbench_poad.rl.policy.LMPolicy`."""
 
     def token_log_probs(
-        self, prompts: Sequence[str], action_token_ids: Sequence[Sequence[int]]
+        self,
+        prompts: Sequence[str],
+        action_token_ids: Sequence[Sequence[int]],
+        available_actions: Sequence[Sequence[str] | None] | None = None,
     ) -> TokenLogProbs:
         """Log-probs and entropies of given action tokens after their prompts, with gradients.
 
         The batch is right-padded inside; logits are computed only from the earliest action
         position on, and the log-softmax is taken in float32. With ``lora_layers`` only the
         adapted top layers run, from the cached (or once computed) frozen lower-layer states.
+
+        With ``available_actions`` (restricted actions, each sample's action one of them) the
+        pass runs every offered action's tokens after the prompt instead (the scoring tree of
+        :meth:`act`) and reads the chosen one's; the result then also carries each sample's
+        categorical over its offered actions (``candidate_log_probs``), which the shared KL guard
+        reads instead of scoring the candidates again (:meth:`_token_and_candidate_log_probs`).
         """
         if len(prompts) != len(action_token_ids):
             raise ValueError(
                 f"got {len(prompts)} prompts but {len(action_token_ids)} action token lists"
             )
+        if available_actions is not None and all(a for a in available_actions):
+            fused = self._token_and_candidate_log_probs(
+                prompts,
+                action_token_ids,
+                available_actions,  # type: ignore[arg-type]
+            )
+            if fused is not None:
+                return fused
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         actions = [list(a) for a in action_token_ids]
         batch = len(prompts)
@@ -75,6 +95,49 @@ class UpdateFeatures(ActionScoring):
             log_probs=torch.where(mask, log_probs, zero),
             entropy=torch.where(mask, entropy, zero),
             mask=mask,
+        )
+
+    def _token_and_candidate_log_probs(
+        self,
+        prompts: Sequence[str],
+        action_token_ids: Sequence[Sequence[int]],
+        available_actions: Sequence[Sequence[str]],
+    ) -> TokenLogProbs | None:
+        """:meth:`token_log_probs` of restricted actions in one pass with their categoricals.
+
+        Every offered action is scored after its prompt (:meth:`_score_restricted`, each
+        distinct (prompt, actions) pair once, as a trie); a sample's token log-probs and
+        full-vocabulary entropies are its action's row, and its categorical is the log-softmax of
+        the normalised scores. Exact: the same quantities as :meth:`token_log_probs` without
+        ``available_actions`` and :meth:`candidate_log_probs`, from one forward (and one
+        backward) instead of two forwards. None when a sample's action tokens are not one of its
+        offered actions' (the caller then takes the plain path).
+        """
+        if len(available_actions) != len(prompts):
+            raise ValueError(
+                f"got {len(prompts)} prompts but {len(available_actions)} action lists"
+            )
+        entropy: list[torch.Tensor] = []
+        scored = self._score_restricted(prompts, available_actions, entropy=entropy)
+        chosen = []
+        for (candidates, _, _), tokens in zip(scored, action_token_ids):
+            tokens = list(tokens)
+            if tokens not in candidates:
+                return None
+            chosen.append(candidates.index(tokens))
+        width = max(len(a) for a in action_token_ids)
+
+        def row(table: torch.Tensor, k: int) -> torch.Tensor:
+            line = table[k, :width]
+            return torch.nn.functional.pad(line, (0, width - line.shape[0]))
+
+        lengths = torch.tensor([len(a) for a in action_token_ids], device=self.device)
+        mask = torch.arange(width, device=self.device)[None, :] < lengths[:, None]
+        return TokenLogProbs(
+            log_probs=torch.stack([row(lp, k) for (_, lp, _), k in zip(scored, chosen)]),
+            entropy=torch.stack([row(e, k) for e, k in zip(entropy, chosen)]),
+            mask=mask,
+            candidate_log_probs=[torch.log_softmax(scores, dim=0) for _, _, scores in scored],
         )
 
     def _token_log_probs_top(
@@ -158,6 +221,12 @@ class UpdateFeatures(ActionScoring):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Frozen pre-trained features for the critic (adapter disabled), float32.
 
+        The features of a (prompt, action tokens) pair never change (the pre-trained weights
+        are frozen), so each pair is computed once, alone (its value does not depend on its
+        batch), and kept (least recently used dropped first, within ``frozen_cache_tokens``
+        rows); a rollout meets the same pairs again and again. ``memoize = False`` computes the
+        batch afresh in one pass.
+
         Args:
             prompts: Observations.
             action_token_ids: Per prompt, action tokens after it, or None for prompts only.
@@ -178,21 +247,45 @@ class UpdateFeatures(ActionScoring):
             raise ValueError(f"got {len(prompt_ids)} prompts but {len(actions)} action token lists")
         batch = len(prompt_ids)
         width = max((len(a) for a in actions), default=0) + 1
-        if batch == 0:
-            return (
-                torch.zeros((0, width, self.hidden_size), device=self.device),
-                torch.zeros((0, width), dtype=torch.bool, device=self.device),
+        features = torch.zeros((batch, width, self.hidden_size), device=self.device)
+        mask = torch.zeros((batch, width), dtype=torch.bool, device=self.device)
+        keys = [(tuple(p), tuple(a)) for p, a in zip(prompt_ids, actions)]
+        fresh: dict[tuple[tuple[int, ...], tuple[int, ...]], torch.Tensor] = {}
+        missing = [
+            key for key in dict.fromkeys(keys) if not self.memoize or key not in self._feature_cache
+        ]
+        if missing and not self.memoize:
+            computed = self._fresh_critic_features(
+                [list(p) for p, _ in missing], [list(a) for _, a in missing]
             )
+            fresh.update(zip(missing, computed))
+        else:
+            for key in missing:  # alone: a kept entry does not depend on its batch
+                (rows,) = self._fresh_critic_features([list(key[0])], [list(key[1])])
+                fresh[key] = rows
+                self._feature_cache.put(key, rows)
+        for row, key in enumerate(keys):
+            rows = fresh.get(key)
+            if rows is None:
+                rows = self._feature_cache.get(key)
+            assert rows is not None
+            features[row, : rows.shape[0]] = rows
+            mask[row, : rows.shape[0]] = True
+        return features, mask
+
+    def _fresh_critic_features(
+        self, prompt_ids: list[list[int]], actions: list[list[int]]
+    ) -> list[torch.Tensor]:
+        """:meth:`critic_features` computed: per pair, its ``(len(action) + 1, H)`` rows."""
         sequences = [p + a for p, a in zip(prompt_ids, actions)]
+        batch, width = len(sequences), max(len(a) for a in actions) + 1
         index = torch.zeros((batch, width), dtype=torch.long)
-        mask = torch.zeros((batch, width), dtype=torch.bool)
         for row, (p, a) in enumerate(zip(prompt_ids, actions)):
             index[row, : len(a) + 1] = torch.arange(len(p) - 1, len(p) + len(a))
-            mask[row, : len(a) + 1] = True
-        index, mask = index.to(self.device), mask.to(self.device)
+        index = index.to(self.device)
         if self._reuse_from() > 0:
             # The layers below the adapters are the pre-trained ones: start from their cached
-            # output (e.g. from the scoring pass of act) and run only the top layers frozen.
+            # output (each sequence computed once) and run only the top layers frozen.
             lower, attention = self._padded_lower(sequences)
             with self._frozen_backbone(), self._only_layers(self.first_adapted_layer) as top:
                 hidden = top(inputs_embeds=lower, attention_mask=attention, use_cache=False)
@@ -202,7 +295,7 @@ class UpdateFeatures(ActionScoring):
                 hidden = backbone(input_ids=ids, attention_mask=attention, use_cache=False)
         hidden = hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]
         features = hidden.gather(1, index.unsqueeze(-1).expand(-1, -1, hidden.shape[-1])).float()
-        return features * mask.unsqueeze(-1), mask
+        return [features[row, : len(a) + 1] for row, a in enumerate(actions)]
 
 
 __all__ = ["UpdateFeatures"]
