@@ -8,6 +8,7 @@ expands it into a :class:`Study`: its :class:`TrainCell` runs and :class:`EvalTa
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -383,6 +384,16 @@ def load_study(
             )
             timeout = 60.0
         timeout = float(timeout) or None  # 0: no deadline (TOML has no null)
+        eval_task = functools.partial(  # what every evaluation of this group shares
+            _eval_task,
+            protocol=protocol,
+            out_dir=out_dir,
+            records_dir=records_dir,
+            action_timeout=timeout,
+            study=name,
+            spec=str(path),
+            group=group_name,
+        )
         eval_envs = list(group.get("eval_envs", []))
         for env_id in [*envs, *eval_envs]:
             if env_id not in gym.registry:
@@ -418,23 +429,15 @@ def load_study(
                         continue
                     seen_evals[key] = where
                     evals.append(
-                        EvalTask(
-                            key=key,
-                            env_id=env_id,
-                            episodes=int(protocol.get("episodes", 10)),
-                            greedy=bool(protocol.get("greedy", True)),
-                            eval_dir=str(out_dir / "evals" / key),
-                            records_dir=str(records_dir),
+                        eval_task(
+                            key,
+                            env_id,
                             agent=agent,
                             seeds=tuple(int(s) for s in protocol.get("seeds", seeds)),
-                            action_timeout=timeout,
-                            study=name,
-                            spec=str(path),
                             agent_kwargs_json=json.dumps(
                                 group.get("agent_kwargs", {}), sort_keys=True
                             ),
                             env_kwargs_json=env_kwargs_json,
-                            group=group_name,
                         )
                     )
                     continue
@@ -507,19 +510,11 @@ def load_study(
                     key = f"{_slug(target)}__{run_name}__trainedon-{_slug(env_id)}"
                     needs[key] = group_dirs
                     evals.append(
-                        EvalTask(
-                            key=key,
-                            env_id=target,
-                            episodes=int(protocol.get("episodes", 10)),
-                            greedy=bool(protocol.get("greedy", True)),
-                            eval_dir=str(out_dir / "evals" / key),
-                            records_dir=str(records_dir),
+                        eval_task(
+                            key,
+                            target,
                             run_dirs=tuple(group_dirs),
                             agent_name=run_name.replace("__", "-"),
-                            action_timeout=timeout,
-                            study=name,
-                            spec=str(path),
-                            group=group_name,
                         )
                     )
     problems = list(dict.fromkeys(problems))  # one line per problem, not per seed
@@ -530,6 +525,27 @@ def load_study(
         )
     return Study(
         name, out_dir, records_dir, cells, evals, needs, group_names, tuning, pending, str(path)
+    )
+
+
+def _eval_task(
+    key: str,
+    env_id: str,
+    *,
+    protocol: dict[str, Any],
+    out_dir: Path,
+    records_dir: Path,
+    **fields: Any,
+) -> EvalTask:
+    """An evaluation of a study group under its protocol, in ``out_dir/evals/<key>``."""
+    return EvalTask(
+        key=key,
+        env_id=env_id,
+        episodes=int(protocol.get("episodes", 10)),
+        greedy=bool(protocol.get("greedy", True)),
+        eval_dir=str(out_dir / "evals" / key),
+        records_dir=str(records_dir),
+        **fields,
     )
 
 
