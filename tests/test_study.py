@@ -324,6 +324,54 @@ def test_study_trains_evaluates_and_skips_what_is_done(tiny_model, tmp_path):
     assert metric_lines(out / "runs" / ENV / "poad" / "seed0") == lines
 
 
+def test_a_new_studys_record_moves_the_earlier_studys_record_to_the_history(tiny_model, tmp_path):
+    """Record ids name env, agent and model, not the study: a new study's record takes an
+    earlier study's place on the board, and the earlier one is kept, unchanged, as history."""
+
+    def spec(name: str) -> Path:
+        path = tmp_path / f"{name}.json"
+        path.write_text(
+            json.dumps(
+                {
+                    "study": {
+                        "name": name,
+                        "model": str(tiny_model),
+                        "seeds": [0],
+                        "total_steps": {ENV: 6},
+                    },
+                    "eval": {"episodes": 2},
+                    "group": [{"agents": [RANDOM], "envs": [ENV]}],
+                }
+            )
+        )
+        return path
+
+    records = tmp_path / "records"
+    (old_path,) = run_study(
+        spec("old"), out=tmp_path / "a", records=records, log=lambda line: None
+    ).records
+    old = Path(old_path).read_text()
+    same_study = run_study(spec("old"), out=tmp_path / "b", records=records, log=lambda _: None)
+    assert same_study.records == [old_path]  # a re-evaluation replaces its own study's record
+    assert not (tmp_path / "history").exists()
+    old = Path(old_path).read_text()
+    (new_path,) = run_study(
+        spec("new"), out=tmp_path / "c", records=records, log=lambda line: None
+    ).records
+    assert new_path == old_path
+    assert json.loads(Path(new_path).read_text())["config"]["study"]["study"] == "new"
+    kept = tmp_path / "history" / "old" / Path(old_path).name
+    assert kept.read_text() == old
+    (tmp_path / "d").mkdir()
+    (tmp_path / "history" / "new").mkdir()
+    (tmp_path / "history" / "new" / kept.name).write_text("{}")  # the history slot is taken
+    lines: list[str] = []
+    result = run_study(spec("newer"), out=tmp_path / "d", records=records, log=lines.append)
+    assert result.records == [] and len(result.failed) == 1
+    assert any("would replace" in line and "history" in line for line in lines), lines
+    assert json.loads(Path(new_path).read_text())["config"]["study"]["study"] == "new"
+
+
 def test_each_record_is_written_as_soon_as_its_runs_are_trained(tiny_model, tmp_path):
     """POAD's record exists before NTPO's run starts; evaluation-only agents come last."""
     spec = write_spec(
