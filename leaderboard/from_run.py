@@ -295,6 +295,9 @@ def record_from_runs(
         # The KL guard's count, summed over the runs' updates (docs/agents.md, "One KL guard").
         **_summed_policy_steps(run_dirs),
     }
+    sessions = {str(c.get("seed", i)): c.get("code_sessions") for i, c in enumerate(configs)}
+    if any(sessions.values()):  # the code each run trained with, session by session
+        training["code_sessions"] = sessions
     if first.get("config_source") is not None:  # a study's tuning chose the config
         training["config_source"] = first["config_source"]
     if first.get("algorithm_source") is not None:  # the algorithm's class spec and its version

@@ -13,7 +13,6 @@ import math
 import os
 import platform
 import re
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -28,7 +27,7 @@ from agentbench_poad.leaderboard.schema import (
     RecordError,
     validate_record,
 )
-from agentbench_poad.version import __version__
+from agentbench_poad.software import git_commit, software_info  # noqa: F401 - re-exported
 
 #: The committed results folder of this checkout / installation.
 DEFAULT_STORE = Path(__file__).resolve().parent / "results"
@@ -52,42 +51,7 @@ def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(var / n)
 
 
-# -- provenance --------------------------------------------------------------------------------
-def git_commit(path: Path | None = None) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the git checkout holding ``path`` (the package); (None, None) if none.
-
-    Dirty means uncommitted changes to tracked files outside ``runs/``: the runs folder is data
-    (a study running in the background rewrites its tracked checkpoints), not the code that makes
-    a record.
-    """
-    where = Path(path or Path(__file__).resolve().parent)
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=10
-        )
-        if commit.returncode != 0:
-            return None, None
-        status = subprocess.run(
-            [
-                "git",
-                "status",
-                "--porcelain",
-                "--untracked-files=no",
-                "--",
-                ":/",
-                ":(top,exclude)runs",
-            ],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
-        return commit.stdout.strip(), dirty
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-
-
+# -- provenance ----------------------------------------------------------------------------
 def hardware_info() -> dict[str, Any]:
     """What the run ran on. Reads torch's device only if torch is already imported."""
     info: dict[str, Any] = {
@@ -105,16 +69,6 @@ def hardware_info() -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - provenance must never break a run
             pass
     return info
-
-
-def software_info() -> dict[str, Any]:
-    commit, dirty = git_commit()
-    return {
-        "package_version": __version__,
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "python": platform.python_version(),
-    }
 
 
 def now_iso() -> str:

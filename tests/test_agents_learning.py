@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -113,6 +115,11 @@ def test_checkpoint_resume_gives_the_same_next_update(agent, overrides, tiny_mod
         return line
 
     assert last_line(straight) == last_line(stopped)
+    # config.json names the code of each session that trained the run, from which update on.
+    sessions = json.loads((stopped / "config.json").read_text())["code_sessions"]
+    assert [s["from_update"] for s in sessions] == [0, 1]
+    assert all(s["package_version"] and "git_commit" in s for s in sessions)
+    assert len(json.loads((straight / "config.json").read_text())["code_sessions"]) == 1
     a = torch.load(latest_checkpoint(straight) / "agent.pt", weights_only=True)["critic"]
     b = torch.load(latest_checkpoint(stopped) / "agent.pt", weights_only=True)["critic"]
     for key in a:

@@ -300,6 +300,8 @@ def test_study_trains_evaluates_and_skips_what_is_done(tiny_model, tmp_path):
     }
     trained = records["poad"]
     assert [s["seed"] for s in trained["scores"]["per_seed"]] == [0, 1]
+    code = trained["training"]["code_sessions"]  # each seed's training code, session by session
+    assert sorted(code) == ["0", "1"] and all(c[0]["from_update"] == 0 for c in code.values())
     walls = trained["training"]["run_wall_time_s"]
     assert sorted(walls) == ["0", "1"] and all(w > 0 for w in walls.values())
     assert trained["training"]["wall_time_s"] == pytest.approx(sum(walls.values()))

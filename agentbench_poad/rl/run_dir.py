@@ -2,7 +2,9 @@
 
 Layout::
 
-    config.json          agent, env, model, seed, preset, total_steps and the full algorithm config
+    config.json          agent, env, model, seed, preset, total_steps and the full algorithm
+                         config; code_sessions: the package version and git commit of each
+                         session that trained the run, from which update on
     metrics.jsonl        one JSON object per update (see trainer.METRIC_KEYS)
     learning_curve.json  [{"env_steps", "eval_return", "eval_score", "eval_success_rate"}, ...]
     best_code.json       open-action envs: the best-reward action seen in training, with its reward
@@ -30,6 +32,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from agentbench_poad.software import software_info
+
 __all__ = [
     "RunDirectory",
     "TensorBoard",
@@ -41,6 +45,10 @@ __all__ = [
 
 #: config.json keys that must match to resume a run.
 IDENTITY_KEYS = ("agent", "env_id", "env_kwargs", "model", "seed", "algorithm")
+#: config.json key of the code each session of the run trained with: a list of
+#: ``{"from_update": N, "package_version", "git_commit", "git_dirty", "python"}``, one per
+#: session, ``from_update`` the checkpoint it resumed from (0: the start).
+CODE_SESSIONS = "code_sessions"
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -65,6 +73,14 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
         return None
     path = pointer.parent / pointer.read_text().strip()
     return path if path.is_dir() else None
+
+
+def _checkpoint_update(checkpoint: Path | None) -> int:
+    """The update a checkpoint directory (``update_NNNNNN``) was written after; 0 for None."""
+    if checkpoint is None:
+        return 0
+    digits = checkpoint.name.rpartition("_")[2]
+    return int(digits) if digits.isdigit() else 0
 
 
 def shareable_files(
@@ -139,8 +155,10 @@ class RunDirectory:
             FileExistsError: the directory holds a run and ``resume`` is False.
         """
         checkpoint = None
+        sessions: list[dict[str, Any]] = []
         if resume and (self.path / "config.json").exists():
             previous = load_run_config(self.path)
+            sessions = list(previous.get(CODE_SESSIONS) or [])
             if algorithm_defaults and isinstance(previous.get("algorithm"), dict):
                 previous["algorithm"] = {**algorithm_defaults, **previous["algorithm"]}
             for key in IDENTITY_KEYS:
@@ -157,7 +175,8 @@ class RunDirectory:
             )
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "checkpoints").mkdir(exist_ok=True)
-        write_json(self.path / "config.json", spec)
+        session = {"from_update": _checkpoint_update(checkpoint), **software_info()}
+        write_json(self.path / "config.json", {**spec, CODE_SESSIONS: [*sessions, session]})
         if checkpoint is None:
             (self.path / "best_code.json").unlink(missing_ok=True)  # a run killed before a ckpt
         return checkpoint
