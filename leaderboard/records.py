@@ -260,6 +260,48 @@ def add_record(
     return write_record(path, record)
 
 
+#: Records taken off the board are kept, unchanged, in ``history/<study>/`` beside the store
+#: (``leaderboard/history/`` for the package's board): out of the store, still verifiable by
+#: path. ``unstudied`` holds those made outside any study.
+HISTORY_DIR = "history"
+
+
+def record_study(record: Mapping[str, Any]) -> str | None:
+    """The name of the study that made ``record`` (``config.study.study``), or None."""
+    study = (record.get("config") or {}).get("study")
+    return study.get("study") if isinstance(study, Mapping) else None
+
+
+def history_path(path: Path | str, study: str | None) -> Path:
+    """Where the record file ``path`` of ``study`` goes in the history (see :data:`HISTORY_DIR`)."""
+    path = Path(path)
+    return path.parent.parent / HISTORY_DIR / slug(study or "unstudied") / path.name
+
+
+def move_to_history(path: Path | str) -> Path:
+    """Take the record file at ``path`` off the board: move it, unchanged, into the history.
+
+    Its study is read from the file (an unreadable file goes to ``unstudied``: never lost).
+
+    Raises:
+        RecordError: the history already holds a record of that id and study.
+    """
+    path = Path(path)
+    try:
+        study = record_study(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, AttributeError):
+        study = None
+    target = history_path(path, study)
+    if target.exists():
+        raise RecordError(
+            f"cannot move {path} to the history: {target} already holds a record; move one of "
+            "them away first"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, target)
+    return target
+
+
 def find_record(record_id: str, store: Path | str | None = None) -> dict[str, Any]:
     """The record with this id (or a path to a record file)."""
     candidate = Path(record_id)

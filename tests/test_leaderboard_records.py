@@ -18,6 +18,7 @@ from agentbench_poad.leaderboard.records import (
     mean_stderr,
     read_record,
     record_id_suffix,
+    record_study,
     write_json_atomic,
     write_record,
 )
@@ -205,3 +206,49 @@ def test_git_dirty_ignores_the_runs_data_folder(tmp_path):
     assert git_commit(tmp_path)[1] is False
     (tmp_path / "code.py").write_text("x = 2\n")
     assert git_commit(tmp_path)[1] is True
+
+
+# -- history: records taken off the board, kept -------------------------------------------------
+def test_retire_moves_a_studys_trained_records_to_the_history_and_keeps_the_rest(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    from agentbench_poad.cli import main
+    from agentbench_poad.leaderboard.records import DEFAULT_STORE, load_records
+
+    store = tmp_path / "results"
+    store.mkdir()
+    names = {
+        "trained": "Overcooked-TomatoSalad-v0__poad__smollm2-135m.json",  # smollm2-cpu, runs
+        "evaluated": "Overcooked-TomatoSalad-v0__base-greedy__smollm2-135m.json",  # no runs
+        "unstudied": "DataSciCoding-iris-v0__random.json",
+    }
+    for name in names.values():
+        shutil.copy(DEFAULT_STORE / name, store / name)
+    studies = {n: record_study(json.loads((store / n).read_text())) for n in names.values()}
+    assert studies[names["trained"]] == studies[names["evaluated"]] == "smollm2-cpu"
+    assert studies[names["unstudied"]] is None
+    original = (store / names["trained"]).read_text()
+    base = ["leaderboard", "--store", str(store), "retire"]
+
+    assert main([*base, "--study", "smollm2-cpu", "--trained", "--dry-run"]) == 0
+    assert "would retire 1 record(s)" in capsys.readouterr().out
+    assert sorted(p.name for p in store.iterdir()) == sorted(names.values())
+
+    assert main([*base, "--study", "smollm2-cpu", "--trained"]) == 0
+    kept = tmp_path / "history" / "smollm2-cpu" / names["trained"]
+    assert kept.read_text() == original  # unchanged, off the board
+    assert sorted(r["record_id"] + ".json" for r in load_records(store)) == sorted(
+        [names["evaluated"], names["unstudied"]]
+    )
+
+    assert main([*base, "--study", "nope"]) != 0
+    assert "its studies: smollm2-cpu" in capsys.readouterr().err
+    assert main(base) != 0  # nothing named
+    shutil.copy(kept, store / names["trained"])  # the same record back on the board ...
+    assert main([*base, names["trained"].removesuffix(".json")]) != 0  # ... the slot is taken
+    assert "already holds" in capsys.readouterr().err
+    assert (store / names["trained"]).exists()
+    assert main([*base, str(store / names["unstudied"])]) == 0
+    assert (tmp_path / "history" / "unstudied" / names["unstudied"]).exists()
+    assert Path(kept).exists()

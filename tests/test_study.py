@@ -370,7 +370,7 @@ def test_a_new_studys_record_moves_the_earlier_studys_record_to_the_history(tiny
     lines: list[str] = []
     result = run_study(spec("newer"), out=tmp_path / "d", records=records, log=lines.append)
     assert result.records == [] and len(result.failed) == 1
-    assert any("would replace" in line and "history" in line for line in lines), lines
+    assert any("already holds a record" in line and "history" in line for line in lines), lines
     assert json.loads(Path(new_path).read_text())["config"]["study"]["study"] == "new"
 
 

@@ -128,6 +128,27 @@ def add_parser(subparsers) -> None:
     pr.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     pr.set_defaults(func=_runs_scoped(run_prune_runs))
 
+    rt = sub.add_parser(
+        "retire",
+        help="take records off the board into history/<study>/ beside the store (kept, "
+        "verifiable by path)",
+        description="Move records out of the store, unchanged, into history/<their study>/ "
+        "beside it (leaderboard/history/ for the package's board). The board and the results "
+        "tables read the store only; `leaderboard verify history/<study>/<id>.json` still "
+        "replays a retired record. Name records by id, or select them with --study; --trained "
+        "keeps evaluation-only rows (base model, oracle, random) on the board.\n\n"
+        "  agentbench-poad leaderboard retire --study smollm2-cpu --trained --dry-run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rt.add_argument("record_id", nargs="*", help="record id(s) or file(s) in the store")
+    rt.add_argument("--study", help="every record of the store that this study made")
+    rt.add_argument(
+        "--trained", action="store_true", help="only records of trained agents (with runs)"
+    )
+    rt.add_argument("--dry-run", action="store_true", help="list what would move")
+    rt.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    rt.set_defaults(func=run_retire)
+
     r = sub.add_parser("report", help="write the Markdown + self-contained HTML board")
     r.add_argument("--out", default="agentbench-runs/report", help="output folder")
     r.add_argument("--paper", help="paper results JSON (default: the package's)")
@@ -397,6 +418,48 @@ def run_prune_runs(args: argparse.Namespace) -> int:
             if not args.dry_run:
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     print(f"{'would free' if args.dry_run else 'freed'} {total:,} bytes in {root}")
+    return 0
+
+
+def run_retire(args: argparse.Namespace) -> int:
+    from agentbench_poad.leaderboard.records import (
+        RecordError,
+        find_record,
+        history_path,
+        move_to_history,
+        record_study,
+    )
+
+    if not args.record_id and not args.study:
+        return die("name the records to retire, or select them with --study NAME")
+    try:
+        chosen = [find_record(r, _store(args)) for r in args.record_id]
+    except RecordError as exc:
+        return die(str(exc))
+    if args.study:
+        records = _load(args)
+        studies = sorted({s for r in records if (s := record_study(r))})
+        if args.study not in studies:
+            return die(
+                f"no record of the store was made by study {args.study!r}; its studies: "
+                f"{', '.join(studies) or 'none'}"
+            )
+        chosen += [r for r in records if record_study(r) == args.study]
+    if args.trained:
+        chosen = [r for r in chosen if (r.get("training") or {}).get("runs")]
+    targets = {str(r["_path"]): history_path(r["_path"], record_study(r)) for r in chosen}
+    taken = [t for t in targets.values() if t.exists()]
+    if taken:  # checked first: a retirement moves all of its records or none
+        return die(
+            f"the history already holds {len(taken)} of these record(s), e.g. {taken[0]}; "
+            "move them away first"
+        )
+    for path, target in targets.items():
+        if args.dry_run:
+            print(f"would move {path} -> {target}")
+        else:
+            print(f"moved {path} -> {move_to_history(path)}")
+    print(f"{'would retire' if args.dry_run else 'retired'} {len(targets)} record(s)")
     return 0
 
 

@@ -141,37 +141,32 @@ def _eval_job(task: EvalTask) -> str:
     return str(path)
 
 
-#: Where a record replaced by another study's goes, beside the records folder:
-#: ``<records>/../history/<its study>/`` (``unstudied`` for one made outside any study).
-HISTORY_DIR = "history"
-
-
 def supersede(path: Path, study: str) -> Path | None:
     """Keep the record at ``path`` as history when a record of ``study`` is about to replace it.
 
     Record ids name the env, agent and model, not the study, so a new study's record takes the
-    place of an earlier study's (the board shows one row per id). The earlier record is moved,
-    unchanged, to ``history/<its study>/`` beside the records folder: off the board (the board
-    reads the records folder only), still verifiable by path. A record of the same study is
-    simply replaced (a re-evaluation). Returns where the old record went, or None.
+    place of an earlier study's (the board shows one row per id). The earlier record moves,
+    unchanged, to ``history/<its study>/`` beside the records folder
+    (:func:`~agentbench_poad.leaderboard.records.move_to_history`): off the board, still
+    verifiable by path. A record of the same study is simply replaced (a re-evaluation).
+    Returns where the old record went, or None.
+
+    Raises:
+        StudyError: the history already holds a record of that id and study.
     """
+    from agentbench_poad.leaderboard.records import RecordError, move_to_history, record_study
+
     if not path.exists():
         return None
     try:
-        old = json.loads(path.read_text())
-        old_study = ((old.get("config") or {}).get("study") or {}).get("study")
+        if record_study(json.loads(path.read_text())) == study:
+            return None
     except (OSError, ValueError, AttributeError):
-        old_study = None  # unreadable: kept as history too, never silently overwritten
-    if old_study == study:
-        return None
-    target = path.parent.parent / HISTORY_DIR / str(old_study or "unstudied") / path.name
-    if target.exists():
-        raise StudyError(
-            f"{path} would replace {target} in the history; move one of them away first"
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(path, target)
-    return target
+        pass  # unreadable: kept as history too, never silently overwritten
+    try:
+        return move_to_history(path)
+    except RecordError as exc:
+        raise StudyError(str(exc)) from exc
 
 
 def eval_done(task: EvalTask) -> bool:
