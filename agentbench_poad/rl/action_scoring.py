@@ -215,7 +215,8 @@ class ActionScoring(PolicyModel):
         tries: list[tuple[list[int], list[int], list[int]]],
     ) -> list[torch.Tensor]:
         """Per prompt, the ``(P_i + N_i, H)`` states entering the lowest adapted layer at its
-        prompt tokens and then at its trie nodes (every candidate token, last ones included).
+        prompt tokens and then at its trie nodes (every candidate token but its last, which
+        predicts nothing that is scored).
 
         Taken from the tree cache where present (keyed by the prompt and its candidates); the
         others run once through the frozen lower layers, in the tree layout, each alone (its
