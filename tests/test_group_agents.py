@@ -95,14 +95,24 @@ def test_solves_the_case_study(agent, tiny_word_model, tmp_path):
 
 
 @pytest.mark.parametrize("agent", GROUP_AGENTS)
-def test_budget_counts_env_steps_and_resume_replays_the_same_groups(agent, tiny_model, tmp_path):
-    """Whole groups: each update ends at or past u x batch_size steps, within one round."""
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"lora_layers": 1, "eval_every": 1}],
+    ids=["all-layers", "top-layer-cached-states-and-eval"],
+)
+def test_budget_counts_env_steps_and_resume_replays_the_same_groups(
+    agent, extra, tiny_model, tmp_path
+):
+    """Whole groups: each update ends at or past u x batch_size steps, within one round; a
+    resumed run (empty caches and score memo) repeats the uninterrupted one bit for bit."""
     import warnings
 
     # A round never exceeds an update here: no budget warning.
     warnings.filterwarnings("error", message="a round of")
     env_id = "CaseStudy-Microwave-v0"  # episodes of 1-5 steps
-    kwargs = dict(total_steps=3 * 10, seed=3, overrides=small(rollout_length=5), progress=False)
+    kwargs = dict(
+        total_steps=3 * 10, seed=3, overrides=small(rollout_length=5, **extra), progress=False
+    )
     straight = train(get_algorithm(agent), env_id, tiny_model, out=tmp_path / "a", **kwargs)
     steps = [line["env_steps"] for line in metrics(straight)]
     assert len(steps) == 3
