@@ -249,6 +249,8 @@ def test_retire_moves_a_studys_trained_records_to_the_history_and_keeps_the_rest
     assert main([*base, names["trained"].removesuffix(".json")]) != 0  # ... the slot is taken
     assert "already holds" in capsys.readouterr().err
     assert (store / names["trained"]).exists()
+    assert main([*base, str(kept)]) != 0  # a file outside the store does not retire
+    assert "not in the store" in capsys.readouterr().err
     assert main([*base, str(store / names["unstudied"])]) == 0
     assert (tmp_path / "history" / "unstudied" / names["unstudied"]).exists()
     assert Path(kept).exists()

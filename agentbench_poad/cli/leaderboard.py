@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import warnings
+from pathlib import Path
 
 from agentbench_poad.cli._common import (
     add_command,
@@ -432,10 +433,16 @@ def run_retire(args: argparse.Namespace) -> int:
 
     if not args.record_id and not args.study:
         return die("name the records to retire, or select them with --study NAME")
+    from agentbench_poad.leaderboard.records import store_path
+
     try:
         chosen = [find_record(r, _store(args)) for r in args.record_id]
     except RecordError as exc:
         return die(str(exc))
+    store = store_path(_store(args)).resolve()
+    outside = [r["_path"] for r in chosen if store not in Path(r["_path"]).resolve().parents]
+    if outside:
+        return die(f"{outside[0]} is not in the store {store}; only the board's records retire")
     if args.study:
         records = _load(args)
         studies = sorted({s for r in records if (s := record_study(r))})
