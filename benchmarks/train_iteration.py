@@ -37,9 +37,11 @@ import torch
 from _bench_model import resolve_model
 
 from agentbench_poad.baselines import get_algorithm
-from agentbench_poad.rl.buffer import RolloutBuffer
 from agentbench_poad.rl.ppo import PolicyEvaluation, pad_columns
-from agentbench_poad.rl.trainer import build_policy
+from agentbench_poad.rl.trainer import _bootstrap, _EnvSlot, _Progress, _rollout, build_policy
+
+#: The seed of both copies (env resets, action sampling).
+SEED = 0
 
 
 def _two_pass(agent_class: type) -> type:
@@ -61,46 +63,28 @@ def _two_pass(agent_class: type) -> type:
 
 
 class _Run:
-    """One agent copy with its envs, stepping one iteration at a time."""
+    """One agent copy with its envs, stepping one iteration at a time through the trainer's own
+    rollout and bootstrap (``agentbench_poad.rl.trainer``), so the timing is the trainer's."""
 
-    def __init__(self, agent, env_id: str, env_kwargs: dict, num_envs: int) -> None:  # noqa: ANN001
-        self.agent = agent
-        self.envs = [gym.make(env_id, **env_kwargs) for _ in range(num_envs)]
-        starts = [e.reset(seed=i) for i, e in enumerate(self.envs)]
-        self.observations = [o for o, _ in starts]
-        self.infos = [i for _, i in starts]
-        self.generator = torch.Generator().manual_seed(0)
-        self.resets = 0
+    def __init__(self, agent, env_id: str, env_kwargs: dict, config) -> None:  # noqa: ANN001
+        self.agent, self.config, self.env_id = agent, config, env_id
+        self.slots = [
+            _EnvSlot(gym.make(env_id, **env_kwargs), index) for index in range(config.num_envs)
+        ]
+        for slot in self.slots:
+            slot.start(SEED)
+        self.generator = torch.Generator().manual_seed(SEED)
+        self.progress = _Progress()
         self.actions: list[str] = []
 
-    def iteration(self, rollout_length: int, update_seed: int) -> None:
-        agent = self.agent
-        buffer = RolloutBuffer(num_envs=len(self.envs))
-        for _ in range(rollout_length):
-            records = agent.collect(
-                self.observations, [i["available_actions"] for i in self.infos], self.generator
-            )
-            for k, record in enumerate(records):
-                obs, reward, terminated, truncated, info = self.envs[k].step(record.sample.text)
-                self.actions.append(record.sample.text)
-                record.reward = float(reward)
-                record.terminated = bool(terminated)
-                record.truncated = bool(truncated) and not record.terminated
-                if record.truncated:
-                    record.final_observation = obs
-                if terminated or truncated:
-                    self.resets += 1
-                    obs, info = self.envs[k].reset(seed=1000 + self.resets)
-                self.observations[k], self.infos[k] = obs, info
-            buffer.add(records)
-        buffer.next_values = agent.bootstrap_values(self.observations)
-        cut = buffer.truncated_records()
-        if cut:
-            values = agent.bootstrap_values([r.final_observation for r in cut])
-            for record, value in zip(cut, values):
-                record.final_value = float(value)
-        agent.compute_advantages(buffer)
-        agent.update(buffer, torch.Generator().manual_seed(update_seed))
+    def iteration(self, update_seed: int) -> None:
+        buffer, _ = _rollout(
+            self.agent, self.slots, self.config, self.generator, self.progress, SEED, self.env_id
+        )
+        self.actions += buffer.flat_samples("text")
+        _bootstrap(self.agent, buffer, self.slots)
+        self.agent.compute_advantages(buffer)
+        self.agent.update(buffer, torch.Generator().manual_seed(update_seed))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,14 +127,14 @@ def main(argv: list[str] | None = None) -> int:
     for cls, memoize in ((_two_pass(agent_class), False), (agent_class, True)):
         policy = build_policy(config, model, seed=0)
         policy.memoize = memoize
-        runs.append(_Run(cls(config, policy, seed=0), args.env, env_kwargs, config.num_envs))
+        runs.append(_Run(cls(config, policy, seed=SEED), args.env, env_kwargs, config))
     anchor, fast = runs
 
     times: tuple[list[float], list[float]] = ([], [])
     for repeat in range(args.repeats + 1):  # the first pair warms both up and is not timed
         for run, spent in zip(runs, times):
             start = time.perf_counter()
-            run.iteration(config.rollout_length, update_seed=repeat)
+            run.iteration(update_seed=repeat)
             if repeat:
                 spent.append(time.perf_counter() - start)
     steps = config.num_envs * config.rollout_length
