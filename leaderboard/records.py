@@ -278,19 +278,14 @@ def history_path(path: Path | str, study: str | None) -> Path:
     return path.parent.parent / HISTORY_DIR / slug(study or "unstudied") / path.name
 
 
-def move_to_history(path: Path | str) -> Path:
-    """Take the record file at ``path`` off the board: move it, unchanged, into the history.
-
-    Its study is read from the file (an unreadable file goes to ``unstudied``: never lost).
+def move_to_history(path: Path | str, study: str | None) -> Path:
+    """Take the record file at ``path``, made by ``study`` (:func:`record_study`; None for an
+    unreadable or study-less record), off the board: move it, unchanged, into the history.
 
     Raises:
         RecordError: the history already holds a record of that id and study.
     """
     path = Path(path)
-    try:
-        study = record_study(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, AttributeError):
-        study = None
     target = history_path(path, study)
     if target.exists():
         raise RecordError(

@@ -454,7 +454,8 @@ def run_retire(args: argparse.Namespace) -> int:
         chosen += [r for r in records if record_study(r) == args.study]
     if args.trained:
         chosen = [r for r in chosen if (r.get("training") or {}).get("runs")]
-    targets = {str(r["_path"]): history_path(r["_path"], record_study(r)) for r in chosen}
+    studies = {str(r["_path"]): record_study(r) for r in chosen}
+    targets = {path: history_path(path, study) for path, study in studies.items()}
     taken = [t for t in targets.values() if t.exists()]
     if taken:  # checked first: a retirement moves all of its records or none
         return die(
@@ -465,7 +466,7 @@ def run_retire(args: argparse.Namespace) -> int:
         if args.dry_run:
             print(f"would move {path} -> {target}")
         else:
-            print(f"moved {path} -> {move_to_history(path)}")
+            print(f"moved {path} -> {move_to_history(path, studies[path])}")
     print(f"{'would retire' if args.dry_run else 'retired'} {len(targets)} record(s)")
     return 0
 

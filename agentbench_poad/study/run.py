@@ -159,12 +159,13 @@ def supersede(path: Path, study: str) -> Path | None:
     if not path.exists():
         return None
     try:
-        if record_study(json.loads(path.read_text())) == study:
-            return None
+        old_study = record_study(json.loads(path.read_text()))
     except (OSError, ValueError, AttributeError):
-        pass  # unreadable: kept as history too, never silently overwritten
+        old_study = None  # unreadable: kept as history too, never silently overwritten
+    if old_study == study:
+        return None
     try:
-        return move_to_history(path)
+        return move_to_history(path, old_study)
     except RecordError as exc:
         raise StudyError(str(exc)) from exc
 
