@@ -35,7 +35,7 @@ from agentbench_poad.leaderboard.report.blocks import (
 )
 from agentbench_poad.leaderboard.report.charts import AgentColors, inline_svg, render_chart
 from agentbench_poad.leaderboard.report.common import pm
-from agentbench_poad.leaderboard.report.results_tables import MARKER, fill
+from agentbench_poad.leaderboard.report.results_tables import MARKER, fill, tables
 from tests.test_leaderboard_toys import CODE_ID, CORRIDOR_ID, CodeAgent, make_corridor_oracle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -387,3 +387,98 @@ def test_results_tables_command_writes_checks_and_refuses(tmp_path, records, cap
     page.write_text(written.replace("comparison -->", "nonsense -->"))
     assert main([*args, "--check"]) == 2
     assert "'nonsense'" in capsys.readouterr().err
+
+
+def _plain_iqm(values):
+    """The interquartile mean as rliable defines it for one task: drop the lowest and highest
+    25 % of the runs (``floor``), average the rest."""
+    values = sorted(values)
+    cut = int(0.25 * len(values))
+    kept = values[cut : len(values) - cut]
+    return sum(kept) / len(kept)
+
+
+def _rows(table, first):
+    return [
+        [c.strip() for c in line.strip("|").split(" | ")]
+        for line in table.splitlines()
+        if line.startswith(f"| {first} |")
+    ]
+
+
+def test_credit_table_compares_each_pair_on_equal_budgets_only(records):
+    poad = next(
+        r for r in records if r["agent"]["name"] == "poad" and r["env"]["id"] == CORRIDOR_ID
+    )
+    poad_scores = [s["score"] for s in poad["scores"]["per_seed"]]
+    # every seed of GiGPO above every seed of POAD (the seeds are resampled independently)
+    gigpo = _as(poad, name="gigpo", mean_shift=max(poad_scores) - min(poad_scores) + 0.25)
+    grpo = _as(poad, name="grpo", mean_shift=-0.05)
+    for i, s in enumerate(grpo["scores"]["per_seed"]):  # a spread, so that the CI is wide
+        s["score"] += 0.4 * (i - 1)
+    twosome = _as(poad, name="twosome")
+    twosome["training"] = {**poad["training"], "total_steps": 128}  # another budget
+    table = tables([*records, gigpo, grpo, twosome])["credit"]()
+    rows = {row[1]: row for row in _rows(table, CORRIDOR_ID)}
+    assert set(rows) == {
+        "GIGPO − POAD (tiny-lm)",
+        "GRPO − POAD (tiny-lm)",
+        "GIGPO − GRPO (tiny-lm)",
+        "POAD − NTPO (tiny-lm)",
+        "POAD − TWOSOME (tiny-lm)",
+    }
+    scores = {
+        r["agent"]["name"]: [s["score"] for s in r["scores"]["per_seed"]]
+        for r in [
+            poad,
+            gigpo,
+            grpo,
+            twosome,
+            next(r for r in records if r["agent"]["name"] == "ntpo"),
+        ]
+    }
+    for a, b in (("gigpo", "poad"), ("grpo", "poad"), ("gigpo", "grpo"), ("poad", "ntpo")):
+        row = rows[f"{a.upper()} − {b.upper()} (tiny-lm)"]
+        point = float(row[4].split()[0])
+        assert point == pytest.approx(_plain_iqm(scores[a]) - _plain_iqm(scores[b]), abs=6e-4)
+        low, high = (float(x) for x in re.findall(r"[-+]\d\.\d+", row[4])[1:3])
+        if low > 0:
+            assert row[6] == "better"
+        elif high < 0:
+            assert row[6] == "worse"
+        else:
+            assert row[6].startswith("no significant difference")
+    assert rows["GIGPO − POAD (tiny-lm)"][6] == "better"
+    assert rows["GIGPO − POAD (tiny-lm)"][5].startswith("1.00 ")
+    # unequal budgets are named, not compared
+    assert rows["POAD − TWOSOME (tiny-lm)"][4] == "--"
+    assert "64 steps against" in rows["POAD − TWOSOME (tiny-lm)"][6]
+    assert "128 steps" in rows["POAD − TWOSOME (tiny-lm)"][6]
+    # no pair on the board: a sentence, not an empty table
+    assert tables([poad])["credit"]().startswith("(no env has records")
+
+
+def test_guard_table_sums_the_policy_steps_of_each_trained_record(records):
+    poad = next(
+        r for r in records if r["agent"]["name"] == "poad" and r["env"]["id"] == CORRIDOR_ID
+    )
+    counted = _as(poad, name="gigpo")
+    counted["training"] = {
+        **poad["training"],
+        "policy_steps_taken": 347,
+        "policy_steps_skipped": 37,
+        "config_source": {"chosen": {"target_kl": 0.1, "lr": 0.001}},
+    }
+    table = tables([*records, counted])["guard"]()
+    rows = _rows(table, CORRIDOR_ID)
+    assert rows == [
+        [
+            CORRIDOR_ID,
+            "gigpo (tiny-lm)",
+            "lr 0.001, target_kl 0.1",
+            "347",
+            "37",
+            f"{100 * 37 / 384:.1f} %",
+        ]
+    ]
+    assert tables(records)["guard"]().startswith("(no record counts")

@@ -14,7 +14,9 @@ records, and a verdict word in the comparison table follows its CI (:func:`.stat
 
 Tables (NAME): per env, the rows of our records (``env:<env id>``) and the learning curves
 (``curves:<env id>``); the paper's Table 1 layout with our rows, per seed for trained agents
-(``table1``); the comparison with POAD with its verdict words (``comparison``).
+(``table1``); the comparison with POAD with its verdict words (``comparison``); credit
+assignment pair by pair, e.g. GiGPO against POAD, with the same statistics (``credit``); the
+KL guard's policy steps taken and skipped per trained record (``guard``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from agentbench_poad.leaderboard.report.paper import PaperResults, as_paper, lay
 from agentbench_poad.leaderboard.report.stats import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
+    Estimate,
     iqm_estimate,
     verdict,
 )
@@ -220,6 +223,16 @@ def table1(inputs: Inputs) -> str:
     return _md(header, rows)
 
 
+def _difference_cell(diff: Estimate) -> str:
+    ci = f"(n = {diff.runs}: no CI)" if diff.low is None else f"[{diff.low:+.3f}, {diff.high:+.3f}]"
+    return f"{diff.point:+.3f} {ci}"
+
+
+def _improvement_cell(poi: Estimate) -> str:
+    ci = f"(n = {poi.runs}: no CI)" if poi.low is None else f"[{poi.low:.2f}, {poi.high:.2f}]"
+    return f"{poi.point:.2f} {ci}"
+
+
 def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> str:
     """Each agent against POAD per env: IQM over seeds with its 95 % CI, difference of IQMs and
     P(agent > POAD) with their CIs, and the verdict those CIs allow."""
@@ -231,24 +244,14 @@ def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> st
             continue
         for r in sorted((r for r in recs if r is not ref and not is_anchor(r)), key=agent_label):
             diff, poi = compare(r, ref)
-            low = (
-                f"(n = {diff.runs}: no CI)"
-                if diff.low is None
-                else f"[{diff.low:+.3f}, {diff.high:+.3f}]"
-            )
-            p_ci = (
-                f"(n = {poi.runs}: no CI)"
-                if poi.low is None
-                else f"[{poi.low:.2f}, {poi.high:.2f}]"
-            )
             rows.append(
                 (
                     env_id,
                     agent_label(r),
                     f"{iqm_cell(iqm_estimate(seed_scores(r)))}",
                     iqm_cell(iqm_estimate(seed_scores(ref))),
-                    f"{diff.point:+.3f} {low}",
-                    f"{poi.point:.2f} {p_ci}",
+                    _difference_cell(diff),
+                    _improvement_cell(poi),
                     verdict(diff, higher="agent higher", lower="POAD higher"),
                 )
             )
@@ -266,6 +269,127 @@ def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> st
     )
 
 
+#: The pairs of the credit-assignment table, (A, B): step-level group credit (GiGPO) and
+#: episode-level group credit (GRPO) against the token-level critic (POAD); what GiGPO's
+#: step-level term adds to GRPO; no discount inside an action (POAD) against a discount per
+#: token (NTPO); a critic per token (POAD) against a critic per action (TWOSOME).
+CREDIT_PAIRS: tuple[tuple[str, str], ...] = (
+    ("gigpo", "poad"),
+    ("grpo", "poad"),
+    ("gigpo", "grpo"),
+    ("poad", "ntpo"),
+    ("poad", "twosome"),
+)
+
+
+def _budget(record: dict[str, Any]) -> tuple[Any, ...]:
+    """What must match for two records to be compared: evaluation seeds and episodes, greedy or
+    sampled, and the training steps."""
+    p, t = record["protocol"], record.get("training") or {}
+    return (tuple(p["seeds"]), p["episodes_per_seed"], p.get("greedy"), t.get("total_steps"))
+
+
+def _budget_text(record: dict[str, Any]) -> str:
+    steps = (record.get("training") or {}).get("total_steps")
+    return _protocol(record) + (f", {_int(steps)} steps" if steps else "")
+
+
+def credit_table(inputs: Inputs) -> str:
+    """Credit assignment, pair by pair (:data:`CREDIT_PAIRS`): per env, where both agents have
+    a record of the same base model and training env, the difference of IQMs A − B and
+    P(A > B) with their 95 % CIs and the verdict those CIs allow. Records of unequal budgets
+    (evaluation seeds, episodes, greedy or sampled, training steps) are listed, not compared."""
+    rows = []
+    for env_id in sorted(inputs.by_env):
+        groups: dict[tuple[Any, Any], dict[str, dict[str, Any]]] = {}
+        for r in inputs.by_env[env_id]:
+            if is_anchor(r):
+                continue
+            key = (r["model"].get("base"), (r.get("training") or {}).get("env_id"))
+            groups.setdefault(key, {})[r["agent"]["name"].lower()] = r
+        for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
+            by_agent = groups[key]
+            for a_name, b_name in CREDIT_PAIRS:
+                a, b = by_agent.get(a_name), by_agent.get(b_name)
+                if a is None or b is None:
+                    continue
+                where = agent_label(a)[len(a["agent"]["name"]) :].strip()
+                pair = f"{a_name.upper()} − {b_name.upper()}" + (f" {where}" if where else "")
+                if _budget(a) != _budget(b):
+                    rows.append(
+                        (
+                            env_id,
+                            pair,
+                            "--",
+                            "--",
+                            "--",
+                            "--",
+                            f"not compared: {_budget_text(a)} against {_budget_text(b)}",
+                        )
+                    )
+                    continue
+                diff, poi = compare(a, b)
+                rows.append(
+                    (
+                        env_id,
+                        pair,
+                        iqm_cell(iqm_estimate(seed_scores(a))),
+                        iqm_cell(iqm_estimate(seed_scores(b))),
+                        _difference_cell(diff),
+                        _improvement_cell(poi),
+                        verdict(
+                            diff,
+                            higher=f"{a_name.upper()} higher",
+                            lower=f"{b_name.upper()} higher",
+                        ),
+                    )
+                )
+    if not rows:
+        return "(no env has records of both agents of any pair yet)"
+    return _md(
+        (
+            "env",
+            "A − B",
+            "A IQM [95% CI]",
+            "B IQM [95% CI]",
+            "IQM difference A − B [95% CI]",
+            "P(A > B) [95% CI]",
+            "verdict",
+        ),
+        rows,
+    )
+
+
+def _config_text(record: dict[str, Any]) -> str:
+    chosen = ((record.get("training") or {}).get("config_source") or {}).get("chosen")
+    if not chosen:
+        return "--"
+    return ", ".join(f"{k} {v}" for k, v in sorted(chosen.items()))
+
+
+def guard_table(inputs: Inputs) -> str:
+    """The shared KL guard per trained record: the configuration its study chose, and the
+    policy steps PPO took and the guard skipped, summed over the record's training runs
+    (docs/agents.md, "One KL guard"). Records that do not count them are left out."""
+    rows = []
+    for env_id in sorted(inputs.by_env):
+        for r in sorted(inputs.by_env[env_id], key=agent_label):
+            t = r.get("training") or {}
+            taken, skipped = t.get("policy_steps_taken"), t.get("policy_steps_skipped")
+            if taken is None or skipped is None:
+                continue
+            share = "--" if taken + skipped == 0 else f"{100 * skipped / (taken + skipped):.1f} %"
+            rows.append(
+                (env_id, agent_label(r), _config_text(r), _int(taken), _int(skipped), share)
+            )
+    if not rows:
+        return "(no record counts the KL guard's policy steps yet)"
+    return _md(
+        ("env", "agent", "chosen configuration", "policy steps taken", "skipped", "share skipped"),
+        rows,
+    )
+
+
 def tables(
     records: Sequence[dict[str, Any]], paper: PaperResults | None = None
 ) -> dict[str, Callable[[], str]]:
@@ -276,6 +400,8 @@ def tables(
     found: dict[str, Callable[[], str]] = {
         "table1": lambda: table1(inputs),
         "comparison": lambda: comparison_table(inputs),
+        "credit": lambda: credit_table(inputs),
+        "guard": lambda: guard_table(inputs),
     }
     for env_id in sorted(inputs.by_env):
         found[f"env:{env_id}"] = lambda e=env_id: env_table(e, inputs)
@@ -362,4 +488,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "MARKER", "fill", "tables"]
+__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CREDIT_PAIRS", "MARKER", "fill", "tables"]
