@@ -615,3 +615,32 @@ def test_committed_grid_ntpo_row_is_the_gamma_w_0_9_point(tmp_path):
     assert main_ntpo and all(not c.overrides for c in main_ntpo)
     config = NTPOConfig.preset("overcooked-mini")
     assert config.intra_gamma is None and config.gamma == 0.9
+
+
+def test_exploratory_group_labels_its_records_and_rows(tiny_model, tmp_path):
+    """``exploratory = true``: the group's records say so and the board labels their rows; any
+    other value is a spec error before anything runs."""
+    from agentbench_poad.leaderboard.report.common import agent_label
+
+    labels = {}
+    for exploratory in (True, False):
+        spec = write_spec(
+            tmp_path / f"{exploratory}.json",
+            tiny_model,
+            extra_groups=[
+                {"name": "few", "agents": [RANDOM], "envs": [ENV], "exploratory": exploratory}
+            ],
+        )
+        study = load_study(spec, out=tmp_path / f"out{exploratory}", records=tmp_path / "r")
+        assert {t.group: t.exploratory for t in study.evals} == {"#1": False, "few": exploratory}
+        result = run_study(study.select(["few"]), log=lambda line: None)
+        record = json.loads(Path(result.records[0]).read_text())
+        assert record["config"]["study"].get("exploratory", False) is exploratory
+        labels[exploratory] = agent_label(record)
+    assert labels[True] == labels[False] + " [exploratory]"
+
+    bad = json.loads(Path(spec).read_text())
+    bad["group"][1]["exploratory"] = "yes"
+    Path(spec).write_text(json.dumps(bad))
+    with pytest.raises(StudyError, match=r"\(few\): exploratory must be true or false"):
+        load_study(spec, out=tmp_path / "out2")

@@ -97,6 +97,8 @@ def _eval_job(task: EvalTask) -> str:
     eval_dir = Path(task.eval_dir)
     eval_dir.mkdir(parents=True, exist_ok=True)
     study = {"study": task.study, "group": task.group, "eval_key": task.key}
+    if task.exploratory:
+        study["exploratory"] = True
     if task.run_dirs:
         configs = [json.loads((Path(r) / "config.json").read_text()) for r in task.run_dirs]
         wall = {str(c["seed"]): run_wall_time(r) for c, r in zip(configs, task.run_dirs)}

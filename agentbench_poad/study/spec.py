@@ -55,6 +55,7 @@ _GROUP_KEYS = {
     "agent_kwargs",
     "env_kwargs",
     "tuned",
+    "exploratory",
 }
 #: Run-config fields a study must not override (the study sets them itself).
 _RESERVED = {"device", "env_executor"}
@@ -115,6 +116,9 @@ class EvalTask:
     group: str = ""
     #: the spec file the task was read from (for the record's command)
     spec: str = ""
+    #: the group is exploratory (too few seeds for verdicts): its records say so
+    #: (``config.study.exploratory``) and the board labels their rows "[exploratory]"
+    exploratory: bool = False
 
     @property
     def command(self) -> str:
@@ -355,6 +359,10 @@ def load_study(
         if not isinstance(tuned, bool):
             problems.append(f"{where}: tuned must be true or false")
             tuned = False
+        exploratory = group.get("exploratory", False)
+        if not isinstance(exploratory, bool):
+            problems.append(f"{where}: exploratory must be true or false")
+            exploratory = False
         if tuned and tuning is None:
             problems.append(f"{where}: tuned = true needs a [tuning] table in the spec")
             tuned = False
@@ -393,6 +401,7 @@ def load_study(
             study=name,
             spec=str(path),
             group=group_name,
+            exploratory=exploratory,
         )
         eval_envs = list(group.get("eval_envs", []))
         for env_id in [*envs, *eval_envs]:

@@ -87,12 +87,21 @@ def agent_label(record: dict[str, Any]) -> str:
     trained_on = (record.get("training") or {}).get("env_id")
     if trained_on and trained_on != record["env"]["id"]:
         label += f" [trained on {trained_on}]"
+    if is_exploratory(record):
+        label += " [exploratory]"
     outside = (record.get("training") or {}).get("trainer_version")  # docs/integrations.md
     if outside:
         label += f" [trainer: {outside}]"
     if is_anchor(record) and env_kwargs_of(record):  # one env has an anchor per env kwargs
         label += f" [{kwargs_text(env_kwargs_of(record))}]"
     return label
+
+
+def is_exploratory(record: dict[str, Any]) -> bool:
+    """The record comes from a study group marked ``exploratory = true`` (too few seeds for a
+    verdict of its own; docs/study.md)."""
+    study = (record.get("config") or {}).get("study")
+    return isinstance(study, dict) and study.get("exploratory") is True
 
 
 def paper_label(item: dict[str, Any], table: str | None = None) -> str:
