@@ -644,3 +644,12 @@ def test_exploratory_group_labels_its_records_and_rows(tiny_model, tmp_path):
     Path(spec).write_text(json.dumps(bad))
     with pytest.raises(StudyError, match=r"\(few\): exploratory must be true or false"):
         load_study(spec, out=tmp_path / "out2")
+
+
+def test_a_groups_cells_go_seed_by_seed_across_its_agents(tiny_model, tmp_path):
+    """A study stopped part-way has trained every agent of a group on the same seeds."""
+    spec = write_spec(tmp_path / "s.json", tiny_model, agents=("poad", "ntpo"), seeds=(3, 1, 2))
+    cells = load_study(spec, out=tmp_path / "out").cells
+    assert [(c.seed, c.agent) for c in cells] == [
+        (seed, agent) for seed in (3, 1, 2) for agent in ("poad", "ntpo")
+    ]

@@ -407,6 +407,7 @@ def load_study(
         for env_id in [*envs, *eval_envs]:
             if env_id not in gym.registry:
                 problems.append(f"{where}: unknown env {env_id!r}; see `agentbench-poad envs`")
+        group_start = len(cells)
         for agent in agents:
             agent = str(agent)
             if agent in broken:
@@ -526,6 +527,10 @@ def load_study(
                             agent_name=run_name.replace("__", "-"),
                         )
                     )
+        # Seed by seed across the group's agents and envs (as the tuning runs): a study stopped
+        # part-way has trained every agent of the group on the same seeds.
+        order = {seed: i for i, seed in enumerate(seeds)}
+        cells[group_start:] = sorted(cells[group_start:], key=lambda c: order[c.seed])
     problems = list(dict.fromkeys(problems))  # one line per problem, not per seed
     if problems:
         raise StudyError(
