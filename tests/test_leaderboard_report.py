@@ -351,7 +351,7 @@ def test_committed_results_page_equals_its_generated_tables():
     text = RESULTS_MD.read_text(encoding="utf-8")
     names = [m.group("name") for m in MARKER.finditer(text)]
     assert {"comparison", "table1", "env:Overcooked-TomatoSalad-v0"} <= set(names)
-    regenerated = fill(text, load_records(RESULTS))
+    regenerated = fill(text, load_records(RESULTS), root=ROOT)
     assert regenerated == text, (
         "docs/results.md differs from the records; run "
         "`agentbench-poad leaderboard results-tables --write docs/results.md`"

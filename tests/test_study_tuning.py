@@ -312,3 +312,56 @@ def test_committed_fair_study_follows_the_plan(tmp_path):
     tuning_cells = [c for c in study.cells if c.group == "tuning"]
     assert len(tuning_cells) == 40
     assert {c.env_kwargs["max_episode_steps"] for c in tuning_cells} == {30}
+
+
+def test_tuning_table_of_docs_results_reads_the_runs_and_the_choice(tmp_path, tiny_model):
+    """`<!-- results-tables: tuning:SPEC:OUT -->`: each run's score under the rule, the mean
+    over seeds, the guard's skipped steps of the finished runs, and the spec's choice."""
+    from agentbench_poad.leaderboard.report.results_tables import fill
+
+    path = write(tmp_path / "s.json", spec_dict(tiny_model))
+    study = load_study(path, out=tmp_path / "out")
+    returns = {
+        (i, s): [0.0, 0.1 * i, 0.2 * i + s / 1000, 0.3] for i in range(4) for s in (1000, 1001)
+    }
+    _fake_tuning_runs(study, returns)
+    skipped = {(i, s): (i * 3 + s - 1000) for i in range(4) for s in (1000, 1001)}
+    for cell in study.cells:
+        index = int(cell.label.removeprefix("config"))
+        lines = [{"update": u, "policy_steps_taken": 4, "policy_steps_skipped": 0} for u in (1, 2)]
+        lines[1]["policy_steps_skipped"] = skipped[(index, cell.seed)]
+        (Path(cell.run_dir) / "metrics.jsonl").write_text(
+            "\n".join(json.dumps(line) for line in lines) + "\n"
+        )
+    # config3 seed 1001 not finished yet
+    (Path(study.cells[-1].run_dir) / "checkpoints" / "latest").unlink()
+    region = (
+        "<!-- results-tables: tuning:s.json:out -->\n<!-- /results-tables: tuning:s.json:out -->"
+    )
+
+    def table_rows():
+        text = fill(region, [], root=tmp_path)
+        return [
+            [c.strip() for c in line.strip("|").split(" | ")]
+            for line in text.splitlines()
+            if line.startswith("| poad |")
+        ]
+
+    rows = table_rows()
+    assert [r[1].split(":")[0] for r in rows] == ["config0", "config1", "config2", "config3"]
+    for index, row in enumerate(rows):
+        per_seed = [sum(returns[(index, s)][-3:]) / 3 for s in (1000, 1001)]
+        assert row[2] == f"{per_seed[0]:.3f}"
+        if index < 3:
+            assert row[3] == f"{per_seed[1]:.3f}" and row[4] == f"{sum(per_seed) / 2:.3f}"
+            total = skipped[(index, 1000)] + skipped[(index, 1001)]
+            assert row[5] == f"{total} of {16 + total}"
+        else:  # the unfinished run: no score, no mean, only the finished run's steps
+            assert row[3] == row[4] == "--"
+            assert row[5] == f"{skipped[(3, 1000)]} of {8 + skipped[(3, 1000)]}"
+        assert row[6] == ""
+    (Path(study.cells[-1].run_dir) / "checkpoints" / "latest").write_text("update_000003")
+    (selection,) = select_configs(study)
+    assert [r[6] for r in table_rows()] == [
+        "**chosen**" if i == selection.index else "" for i in range(4)
+    ]

@@ -315,6 +315,17 @@ def study_files(study: Study) -> list[Path]:
     return list(dict.fromkeys(files))
 
 
+def tuning_run_done(study: Study) -> Callable[[Path], bool]:
+    """Whether a tuning run dir of ``study`` holds a finished run."""
+    tuning_cells = {c.run_dir: c for c in study.cells if c.group == TUNING_GROUP}
+
+    def is_done(run_dir: Path) -> bool:
+        cell = tuning_cells.get(str(run_dir))
+        return cell is not None and run_state(cell) == "done"
+
+    return is_done
+
+
 def select_configs(study: Study) -> list[Selection]:
     """Apply the tuning's selection rule to the finished tuning runs and write the chosen
     configurations into the spec's ``[tuning.chosen]`` (``study SPEC --select``).
@@ -328,14 +339,8 @@ def select_configs(study: Study) -> list[Selection]:
     """
     if study.tuning is None:
         raise StudyError(f"study {study.name} has no [tuning] table: nothing to select")
-    tuning_cells = {c.run_dir: c for c in study.cells if c.group == TUNING_GROUP}
-
-    def is_done(run_dir: Path) -> bool:
-        cell = tuning_cells.get(str(run_dir))
-        return cell is not None and run_state(cell) == "done"
-
     try:
-        selections = select(study.tuning, study.out, is_done=is_done)
+        selections = select(study.tuning, study.out, is_done=tuning_run_done(study))
         write_chosen(Path(study.spec_path), study.tuning, selections)
     except ValueError as exc:
         raise StudyError(str(exc)) from None
@@ -365,4 +370,5 @@ __all__ = [
     "run_study",
     "select_configs",
     "study_files",
+    "tuning_run_done",
 ]

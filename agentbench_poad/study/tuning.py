@@ -369,6 +369,34 @@ class Selection:
     """Per configuration, the mean over tuning seeds of the rule's score."""
 
 
+def run_scores(
+    tuning: Tuning,
+    out: Path,
+    *,
+    is_done: Callable[[Path], bool],
+) -> tuple[dict[tuple[str, int, int], float], list[str]]:
+    """The selection rule's score of every finished tuning run in ``out``.
+
+    Returns:
+        ``{(agent, configuration index, seed): score}`` and the problems met (runs not trained
+        yet, curves the rule cannot read), one line each.
+    """
+    rule = SELECTION_RULES[tuning.selection]
+    problems: list[str] = []
+    scores: dict[tuple[str, int, int], float] = {}
+    for agent, index, _, seed, run_dir in tuning.runs(out):
+        if not is_done(run_dir):
+            problems.append(f"{agent} config{index} seed {seed}: not trained ({run_dir})")
+            continue
+        try:
+            curve = json.loads((run_dir / "learning_curve.json").read_text())
+            config = json.loads((run_dir / "config.json").read_text())
+            scores[(agent, index, seed)] = rule(curve, config)
+        except (OSError, json.JSONDecodeError, ValueError) as exc:
+            problems.append(f"{agent} config{index} seed {seed} ({run_dir}): {exc}")
+    return scores, problems
+
+
 def select(
     tuning: Tuning,
     out: Path,
@@ -381,19 +409,7 @@ def select(
         ValueError: runs that are missing or unfinished, or curves the rule cannot read (all of
             them listed).
     """
-    rule = SELECTION_RULES[tuning.selection]
-    problems: list[str] = []
-    scores: dict[tuple[str, int], list[float]] = {}
-    for agent, index, _, seed, run_dir in tuning.runs(out):
-        if not is_done(run_dir):
-            problems.append(f"{agent} config{index} seed {seed}: not trained ({run_dir})")
-            continue
-        try:
-            curve = json.loads((run_dir / "learning_curve.json").read_text())
-            config = json.loads((run_dir / "config.json").read_text())
-            scores.setdefault((agent, index), []).append(rule(curve, config))
-        except (OSError, json.JSONDecodeError, ValueError) as exc:
-            problems.append(f"{agent} config{index} seed {seed} ({run_dir}): {exc}")
+    scores, problems = run_scores(tuning, out, is_done=is_done)
     if problems:
         raise ValueError(
             f"cannot select yet ({len(problems)} problem(s)); run the tuning cells first "
@@ -403,7 +419,7 @@ def select(
     selections = []
     for agent, search in tuning.searches.items():
         means = [
-            math.fsum(scores[(agent, i)]) / len(scores[(agent, i)])
+            math.fsum(scores[(agent, i, seed)] for seed in search.seeds) / len(search.seeds)
             for i in range(len(search.configurations))
         ]
         best = 0

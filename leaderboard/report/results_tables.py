@@ -16,7 +16,8 @@ Tables (NAME): per env, the rows of our records (``env:<env id>``) and the learn
 (``curves:<env id>``); the paper's Table 1 layout with our rows, per seed for trained agents
 (``table1``); the comparison with POAD with its verdict words (``comparison``); credit
 assignment pair by pair, e.g. GiGPO against POAD, with the same statistics (``credit``); the
-KL guard's policy steps taken and skipped per trained record (``guard``).
+KL guard's policy steps taken and skipped per trained record (``guard``); a study's tuning
+from its runs (``tuning:SPEC:OUT``, paths relative to the repository root).
 """
 
 from __future__ import annotations
@@ -364,7 +365,7 @@ def _config_text(record: dict[str, Any]) -> str:
     chosen = ((record.get("training") or {}).get("config_source") or {}).get("chosen")
     if not chosen:
         return "--"
-    return ", ".join(f"{k} {v}" for k, v in sorted(chosen.items()))
+    return _chosen_text(chosen)
 
 
 def guard_table(inputs: Inputs) -> str:
@@ -390,6 +391,61 @@ def guard_table(inputs: Inputs) -> str:
     )
 
 
+def _chosen_text(chosen: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(chosen.items()))
+
+
+def tuning_table(spec: Path, out: Path) -> str:
+    """A study's tuning from its committed runs: per agent and configuration, the selection
+    rule's score of each tuning seed's run and their mean, the policy steps the KL guard skipped
+    over those runs, and which configuration the spec chose (``[tuning.chosen]``). A run not
+    finished yet shows "--" and adds no policy steps."""
+    from agentbench_poad.leaderboard.from_run import read_policy_steps
+    from agentbench_poad.study import load_study
+    from agentbench_poad.study.run import tuning_run_done
+    from agentbench_poad.study.tuning import run_scores
+
+    study = load_study(spec, out=out)
+    tuning = study.tuning
+    if tuning is None:
+        raise ValueError(f"docs: {spec} has no [tuning] table")
+    scores, _ = run_scores(tuning, study.out, is_done=tuning_run_done(study))
+    seeds = sorted(tuning.seeds)
+    rows = []
+    for agent, search in tuning.searches.items():
+        for index, configuration in enumerate(search.configurations):
+            got = [scores.get((agent, index, seed)) for seed in search.seeds]
+            taken = skipped = 0
+            for seed in search.seeds:
+                if (agent, index, seed) not in scores:  # not finished: no count yet
+                    continue
+                counts = read_policy_steps(tuning.run_dir(study.out, agent, index, seed))
+                taken += counts["policy_steps_taken"] or 0
+                skipped += counts["policy_steps_skipped"] or 0
+            done = [g for g in got if g is not None]
+            rows.append(
+                (
+                    agent,
+                    f"config{index}: {_chosen_text(configuration)}",
+                    *("--" if g is None else f"{g:.3f}" for g in got),
+                    f"{sum(done) / len(done):.3f}" if len(done) == len(got) else "--",
+                    f"{_int(skipped)} of {_int(taken + skipped)}" if taken + skipped else "--",
+                    "**chosen**" if tuning.chosen.get(agent) == configuration else "",
+                )
+            )
+    return _md(
+        (
+            "agent",
+            "configuration",
+            *(f"seed {s}" for s in seeds),
+            "mean",
+            "policy steps skipped",
+            "[tuning.chosen]",
+        ),
+        rows,
+    )
+
+
 def tables(
     records: Sequence[dict[str, Any]], paper: PaperResults | None = None
 ) -> dict[str, Callable[[], str]]:
@@ -410,8 +466,16 @@ def tables(
     return found
 
 
-def fill(text: str, records: Sequence[dict[str, Any]], paper: PaperResults | None = None) -> str:
+def fill(
+    text: str,
+    records: Sequence[dict[str, Any]],
+    paper: PaperResults | None = None,
+    root: Path | None = None,
+) -> str:
     """``text`` with every marked region replaced by its generated table.
+
+    A region ``tuning:SPEC:OUT`` is a study's tuning table (:func:`tuning_table`), SPEC and OUT
+    relative to ``root`` (default: the current directory).
 
     Raises:
         ValueError: a region names a table the records cannot give.
@@ -420,6 +484,10 @@ def fill(text: str, records: Sequence[dict[str, Any]], paper: PaperResults | Non
 
     def replace(match: re.Match[str]) -> str:
         name = match.group("name")
+        if name.startswith("tuning:") and name.count(":") == 2:
+            _, spec, out = name.split(":")
+            base = Path.cwd() if root is None else Path(root)
+            return f"{match.group(1)}{tuning_table(base / spec, base / out)}\n{match.group(4)}"
         if name not in available:
             raise ValueError(
                 f"docs: a results-tables region names {name!r}, which the records do not give; "
