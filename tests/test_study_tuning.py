@@ -202,7 +202,7 @@ def test_select_picks_the_best_mean_over_seeds_ties_to_the_earlier(tmp_path, tin
 
 
 def test_select_writes_a_marked_block_into_a_toml_spec(tmp_path, tiny_model):
-    text = f"""# my comments stay
+    text = f"""# my comments stay; `--select` writes [tuning.chosen] at the end
 [study]
 name = "tuned"
 model = "{tiny_model}"
@@ -244,6 +244,10 @@ seeds = [7]
             json.dumps([{"eval_return": 0.0}] * 3)
         )
     with pytest.raises(StudyError, match="already chose other configurations"):
+        select_configs(load_study(path, out=tmp_path / "out"))
+    # A [tuning.chosen] table written by hand (not a comment naming it) is not overwritten.
+    path.write_text(text + "\n[tuning.chosen]\n")
+    with pytest.raises(StudyError, match="hand-written \\[tuning.chosen\\]"):
         select_configs(load_study(path, out=tmp_path / "out"))
 
 

@@ -36,6 +36,7 @@ import itertools
 import json
 import math
 import re
+import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -491,7 +492,7 @@ def write_chosen(spec_path: Path, tuning: Tuning, selections: Sequence[Selection
         spec.setdefault("tuning", {})["chosen"] = chosen
         spec_path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
         return True
-    if "[tuning.chosen]" in text and _BEGIN not in text:
+    if _BEGIN not in text and tomllib.loads(text).get("tuning", {}).get("chosen") is not None:
         raise ValueError(
             f"{spec_path} has a hand-written [tuning.chosen]; remove it and run --select again"
         )
