@@ -174,9 +174,15 @@ def test_cli_group_option_lists_only_that_group(tiny_model, tmp_path, capsys):
     out = str(tmp_path / "out")
     assert main(["study", str(spec), "--out", out, "--dry-run", "--group", "baseline"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("todo") and lines[0].endswith("[baseline]")
+    assert lines[0].startswith("todo") and lines[0].endswith("[baseline]")
+    assert lines[1:] == [  # the summary: no run in this group
+        "runs: 0 done, 0 partial, 0 new; evaluations: 0 done, 1 todo; "
+        "tuned pairs waiting for --select: 0"
+    ]
     assert main(["study", str(spec), "--out", out, "--dry-run"]) == 0
-    assert len(capsys.readouterr().out.strip().splitlines()) == 3  # a run, its eval, baseline
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3 + 3  # a run, its eval, baseline; the summary's three lines
+    assert lines[3].startswith("runs: 0 done, 0 partial, 1 new; evaluations: 0 done, 2 todo")
     assert main(["study", str(spec), "--out", out, "--dry-run", "--group", "nope"]) == 2
     assert "its groups are ['#1', 'baseline']" in capsys.readouterr().err
 
@@ -653,3 +659,31 @@ def test_a_groups_cells_go_seed_by_seed_across_its_agents(tiny_model, tmp_path):
     assert [(c.seed, c.agent) for c in cells] == [
         (seed, agent) for seed in (3, 1, 2) for agent in ("poad", "ntpo")
     ]
+
+
+def test_progress_counts_states_steps_left_and_the_finished_runs_pace(tiny_model, tmp_path):
+    """`study --dry-run`'s summary: runs and evaluations by state, env steps still to train (a
+    partial run from its newest checkpoint) and the wall time per env step of finished runs."""
+    from agentbench_poad.study.run import study_progress
+    from agentbench_poad.study.wall_time import run_wall_time
+
+    spec = write_spec(tmp_path / "s.json", tiny_model, seeds=(0, 1, 2), total_steps=24)
+    study = load_study(spec, out=tmp_path / "out")
+    before = study_progress(study)
+    assert before.runs == {"new": 3} and before.evals == {"todo": 1}
+    assert before.steps_left == {ENV: 3 * 24} and before.hours_left is None
+    # seed 0 finishes, seed 1 stops after one update, seed 2 does not start
+    for index, max_updates in ((0, None), (1, 1)):
+        only = load_study(spec, out=tmp_path / "out")
+        only.cells[:] = [only.cells[index]]
+        run_study(only, max_updates=max_updates, evaluate=False, log=lambda line: None)
+    first = Path(study.cells[0].run_dir)
+    config = json.loads((Path(study.cells[1].run_dir) / "config.json").read_text())
+    batch = config["algorithm"]["num_envs"] * config["algorithm"]["rollout_length"]
+    progress = study_progress(load_study(spec, out=tmp_path / "out"))
+    assert progress.runs == {"done": 1, "partial": 1, "new": 1}
+    assert progress.steps_left == {ENV: (24 - batch) + 24}
+    wall = run_wall_time(first)
+    assert progress.seconds_per_step == {ENV: pytest.approx(wall / 24)}
+    assert progress.hours_left == pytest.approx((24 - batch + 24) * wall / 24 / 3600)
+    assert any("env steps left" in line for line in progress.lines())

@@ -147,6 +147,10 @@ def run_study_command(args: argparse.Namespace) -> int:
                 print(f"{row['state']:<8} eval  {row['key']}  [{row['group']}]")
         for pair in study.pending:
             print(f"{'wait':<8} tuned {pair} (no configuration chosen yet: --select)")
+        from agentbench_poad.study.run import study_progress
+
+        for line in study_progress(study).lines():
+            print(line)
         return 0
     try:
         result = run_study(

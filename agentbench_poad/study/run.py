@@ -33,20 +33,114 @@ class StudyResult:
 
 
 # -- running ------------------------------------------------------------------------------------
-def run_state(cell: TrainCell) -> str:
-    """``"done"``, ``"partial"`` (resumable) or ``"new"``."""
+def _checkpointed(cell: TrainCell) -> tuple[int, int] | None:
+    """``(updates, env steps per update)`` of the cell's newest checkpoint; None without one."""
     from agentbench_poad.rl.trainer import latest_checkpoint
 
     run_dir = Path(cell.run_dir)
-    if not (run_dir / "config.json").exists():
-        return "new"
-    checkpoint = latest_checkpoint(run_dir)
+    checkpoint = latest_checkpoint(run_dir) if (run_dir / "config.json").exists() else None
     if checkpoint is None:
-        return "partial"
+        return None
     state = json.loads((checkpoint / "state.json").read_text())
     config = json.loads((run_dir / "config.json").read_text())
-    batch = config["algorithm"]["num_envs"] * config["algorithm"]["rollout_length"]
-    return "done" if state["update"] >= cell.total_steps // batch else "partial"
+    return state["update"], config["algorithm"]["num_envs"] * config["algorithm"]["rollout_length"]
+
+
+def run_state(cell: TrainCell) -> str:
+    """``"done"``, ``"partial"`` (resumable) or ``"new"``."""
+    if not (Path(cell.run_dir) / "config.json").exists():
+        return "new"
+    found = _checkpointed(cell)
+    if found is None:
+        return "partial"
+    updates, batch = found
+    return "done" if updates >= cell.total_steps // batch else "partial"
+
+
+@dataclass
+class StudyProgress:
+    """Where a study stands (``study SPEC --dry-run`` prints it last)."""
+
+    #: training runs by state ("done", "partial", "new")
+    runs: dict[str, int]
+    #: evaluations by state ("done", "todo")
+    evals: dict[str, int]
+    #: tuned (group, agent) pairs with no chosen configuration yet (no cells until --select)
+    waiting: int
+    #: env id -> env steps still to train (a partial run counts from its newest checkpoint)
+    steps_left: dict[str, int]
+    #: env id -> seconds of training wall time per env step of the finished runs on it
+    seconds_per_step: dict[str, float]
+
+    @property
+    def hours_left(self) -> float | None:
+        """Run time still to train at the finished runs' pace, one run at a time (cells that run
+        side by side divide it); None where an env with steps left has no finished run yet."""
+        if any(env not in self.seconds_per_step for env in self.steps_left):
+            return None
+        return sum(n * self.seconds_per_step[env] for env, n in self.steps_left.items()) / 3600
+
+    def lines(self) -> list[str]:
+        runs = ", ".join(f"{self.runs.get(k, 0)} {k}" for k in ("done", "partial", "new"))
+        evals = ", ".join(f"{self.evals.get(k, 0)} {k}" for k in ("done", "todo"))
+        out = [
+            f"runs: {runs}; evaluations: {evals}; tuned pairs waiting for --select: {self.waiting}"
+        ]
+        if self.steps_left:
+            per_env = "; ".join(
+                f"{env} {n:,}"
+                + (
+                    f" ({1000 * self.seconds_per_step[env]:.0f} s per 1,000 steps so far)"
+                    if env in self.seconds_per_step
+                    else " (no finished run yet)"
+                )
+                for env, n in sorted(self.steps_left.items())
+            )
+            total = sum(self.steps_left.values())
+            hours = self.hours_left
+            out.append(f"env steps left: {total:,} ({per_env})")
+            out.append(
+                "run time left at that pace, one run at a time: "
+                + (
+                    f"about {hours:.1f} h"
+                    if hours is not None
+                    else "unknown for an env with no finished run"
+                )
+                + " (cells that run side by side divide it)"
+            )
+        return out
+
+
+def study_progress(study: Study) -> StudyProgress:
+    """Counts, env steps left and the pace of the finished runs (wall time per env step, from
+    each run's ``study_wall_time.json``)."""
+    runs: dict[str, int] = {}
+    steps_left: dict[str, int] = {}
+    seconds: dict[str, float] = {}
+    steps: dict[str, int] = {}
+    for cell in study.cells:
+        state = run_state(cell)
+        runs[state] = runs.get(state, 0) + 1
+        if state == "done":
+            wall = run_wall_time(cell.run_dir)
+            if wall is not None:
+                seconds[cell.env_id] = seconds.get(cell.env_id, 0.0) + wall
+                steps[cell.env_id] = steps.get(cell.env_id, 0) + cell.total_steps
+            continue
+        found = _checkpointed(cell)
+        done = 0 if found is None else min(cell.total_steps, found[0] * found[1])
+        steps_left[cell.env_id] = steps_left.get(cell.env_id, 0) + cell.total_steps - done
+    evals: dict[str, int] = {}
+    for task in study.evals:
+        state = "done" if eval_done(task) else "todo"
+        evals[state] = evals.get(state, 0) + 1
+    return StudyProgress(
+        runs,
+        evals,
+        len(study.pending),
+        steps_left,
+        {env: seconds[env] / steps[env] for env in seconds if steps[env]},
+    )
 
 
 @dataclass(frozen=True)
@@ -363,6 +457,7 @@ def cells_table(study: Study) -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "StudyProgress",
     "StudyResult",
     "cells_table",
     "eval_done",
@@ -370,5 +465,6 @@ __all__ = [
     "run_study",
     "select_configs",
     "study_files",
+    "study_progress",
     "tuning_run_done",
 ]

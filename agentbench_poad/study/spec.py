@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,13 +183,11 @@ def _read(path: Path) -> dict[str, Any]:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise StudyError(f"{path}: not valid JSON ({exc})") from None
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
+    from agentbench_poad.study import tomlcompat
+
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        return tomlcompat.loads(text)
+    except tomlcompat.TOMLDecodeError as exc:
         raise StudyError(f"{path}: not valid TOML ({exc})") from None
 
 

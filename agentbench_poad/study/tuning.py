@@ -36,11 +36,12 @@ import itertools
 import json
 import math
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from agentbench_poad.study import tomlcompat
 
 __all__ = [
     "MIN_CONFIGURATIONS",
@@ -492,7 +493,7 @@ def write_chosen(spec_path: Path, tuning: Tuning, selections: Sequence[Selection
         spec.setdefault("tuning", {})["chosen"] = chosen
         spec_path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
         return True
-    if _BEGIN not in text and tomllib.loads(text).get("tuning", {}).get("chosen") is not None:
+    if _BEGIN not in text and tomlcompat.loads(text).get("tuning", {}).get("chosen") is not None:
         raise ValueError(
             f"{spec_path} has a hand-written [tuning.chosen]; remove it and run --select again"
         )
