@@ -452,8 +452,7 @@ def test_credit_table_compares_each_pair_on_equal_budgets_only(records):
     assert rows["GIGPO − POAD (tiny-lm)"][5].startswith("1.00 ")
     # unequal budgets are named, not compared
     assert rows["POAD − TWOSOME (tiny-lm)"][4] == "--"
-    assert "64 steps against" in rows["POAD − TWOSOME (tiny-lm)"][6]
-    assert "128 steps" in rows["POAD − TWOSOME (tiny-lm)"][6]
+    assert rows["POAD − TWOSOME (tiny-lm)"][6] == "not compared: 64 against 128 training steps"
     # no pair on the board: a sentence, not an empty table
     assert tables([poad])["credit"]().startswith("(no env has records")
 
@@ -482,3 +481,37 @@ def test_guard_table_sums_the_policy_steps_of_each_trained_record(records):
         ]
     ]
     assert tables(records)["guard"]().startswith("(no record counts")
+
+
+def test_records_evaluated_or_trained_unlike_poad_get_no_verdict(records, tmp_path):
+    """The comparison with POAD sets an agent against POAD only when both were evaluated alike
+    and, if both trained, on the same seeds after the same steps; otherwise it says why."""
+    from agentbench_poad.leaderboard.report.comparison import budget_difference
+
+    poad = copy.deepcopy(
+        next(r for r in records if r["agent"]["name"] == "poad" and r["env"]["id"] == CORRIDOR_ID)
+    )
+    poad["protocol"]["greedy"] = True
+    same = _as(poad, name="ntpo")
+    assert budget_difference(same, poad) is None
+    sampled = copy.deepcopy(same)
+    sampled["protocol"]["greedy"] = False
+    sampled["protocol"]["episodes_per_seed"] += 5
+    other_seeds = copy.deepcopy(same)
+    other_seeds["protocol"]["seeds"] = [100, 101, 102]
+    untrained = copy.deepcopy(other_seeds)
+    untrained["training"] = None
+    episodes = poad["protocol"]["episodes_per_seed"]
+    assert budget_difference(sampled, poad) == (
+        f"sampled against greedy; {episodes + 5} against {episodes} episodes per seed"
+    )
+    assert budget_difference(other_seeds, poad) == "seeds 100–102 against seeds 0–2"
+    assert budget_difference(untrained, poad) is None  # an untrained model's seeds may differ
+    for name, record in (("sampled", sampled), ("seeds", other_seeds)):
+        record["agent"]["name"] = name
+    table = tables([poad, sampled, other_seeds])["comparison"]()
+    verdicts = {row[1]: row[6] for row in _rows(table, CORRIDOR_ID)}
+    assert verdicts["sampled (tiny-lm)"].startswith("not compared: ")
+    assert verdicts["seeds (tiny-lm)"] == "not compared: seeds 100–102 against seeds 0–2"
+    md, _ = build_report([poad, sampled, other_seeds], tmp_path, paper_results=PAPER)
+    assert "not compared: seeds 100–102 against seeds 0–2" in md.read_text()

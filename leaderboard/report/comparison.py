@@ -76,6 +76,47 @@ def compare(record: dict[str, Any], ref: dict[str, Any]) -> tuple[Estimate, Esti
     return iqm_difference(a, b), probability_of_improvement(a, b)
 
 
+def _seed_text(seeds: Sequence[int]) -> str:
+    seeds = list(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"seeds {seeds[0]}–{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))
+
+
+def budget_difference(record: dict[str, Any], ref: dict[str, Any]) -> str | None:
+    """Why two records of one env are not compared, or None when they may be.
+
+    Both must be evaluated alike (episodes per seed; greedy or sampled). Two trained agents must
+    also have trained for the same env steps and be evaluated on the same seeds (so that, e.g.,
+    an earlier study's three-seed row is not set against a fresh ten-seed row); an untrained
+    model's evaluation seeds are only episode seeds and may differ.
+    """
+    p, q = record["protocol"], ref["protocol"]
+    t, u = record.get("training") or {}, ref.get("training") or {}
+    reasons = []
+    if p.get("greedy") != q.get("greedy"):
+
+        def how(x: dict[str, Any]) -> str:
+            return {True: "greedy", False: "sampled"}.get(x.get("greedy"), "unstated")
+
+        reasons.append(f"{how(p)} against {how(q)}")
+    if p["episodes_per_seed"] != q["episodes_per_seed"]:
+        reasons.append(
+            f"{p['episodes_per_seed']} against {q['episodes_per_seed']} episodes per seed"
+        )
+    if t and u:
+        if t.get("total_steps") != u.get("total_steps"):
+
+            def steps(x: dict[str, Any]) -> str:
+                n = x.get("total_steps")
+                return "unstated" if n is None else f"{int(n):,}"
+
+            reasons.append(f"{steps(t)} against {steps(u)} training steps")
+        if list(p["seeds"]) != list(q["seeds"]):
+            reasons.append(f"{_seed_text(p['seeds'])} against {_seed_text(q['seeds'])}")
+    return "; ".join(reasons) or None
+
+
 def reference_record(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     refs = [r for r in records if r["agent"]["name"].lower() == REFERENCE_AGENT]
     return refs[0] if refs else None
@@ -104,6 +145,24 @@ def _rows_for(env_id: str, inputs: Inputs) -> tuple[list[Row], list[Interval]]:
     bars: list[Interval] = []
     others = sorted((r for r in recs if r is not ref and not is_anchor(r)), key=agent_label)
     for r in others:
+        apart = budget_difference(r, ref)
+        if apart is not None:
+            rows.append(
+                Row(
+                    (
+                        env_id,
+                        agent_label(r),
+                        str(len(r["scores"]["per_seed"])),
+                        iqm_cell(iqm_estimate(seed_scores(r))),
+                        "--",
+                        "--",
+                        "--",
+                        "--",
+                        f"not compared: {apart}",
+                    )
+                )
+            )
+            continue
         diff, poi = compare(r, ref)
         rows.append(
             Row(

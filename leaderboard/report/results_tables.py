@@ -41,7 +41,12 @@ from agentbench_poad.leaderboard.report.common import (
     seed_discounted_returns,
     seed_scores,
 )
-from agentbench_poad.leaderboard.report.comparison import compare, iqm_cell, reference_record
+from agentbench_poad.leaderboard.report.comparison import (
+    budget_difference,
+    compare,
+    iqm_cell,
+    reference_record,
+)
 from agentbench_poad.leaderboard.report.paper import PaperResults, as_paper, layout_tasks
 from agentbench_poad.leaderboard.report.stats import (
     BOOTSTRAP_RESAMPLES,
@@ -236,7 +241,9 @@ def _improvement_cell(poi: Estimate) -> str:
 
 def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> str:
     """Each agent against POAD per env: IQM over seeds with its 95 % CI, difference of IQMs and
-    P(agent > POAD) with their CIs, and the verdict those CIs allow."""
+    P(agent > POAD) with their CIs, and the verdict those CIs allow; an agent not evaluated or
+    trained like POAD (:func:`.comparison.budget_difference`) gets its IQM and the reason, no
+    verdict."""
     rows = []
     for env_id in env_ids or sorted(inputs.by_env):
         recs = inputs.by_env.get(env_id, [])
@@ -244,6 +251,20 @@ def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> st
         if ref is None:
             continue
         for r in sorted((r for r in recs if r is not ref and not is_anchor(r)), key=agent_label):
+            apart = budget_difference(r, ref)
+            if apart is not None:
+                rows.append(
+                    (
+                        env_id,
+                        agent_label(r),
+                        iqm_cell(iqm_estimate(seed_scores(r))),
+                        iqm_cell(iqm_estimate(seed_scores(ref))),
+                        "--",
+                        "--",
+                        f"not compared: {apart}",
+                    )
+                )
+                continue
             diff, poi = compare(r, ref)
             rows.append(
                 (
@@ -283,23 +304,12 @@ CREDIT_PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _budget(record: dict[str, Any]) -> tuple[Any, ...]:
-    """What must match for two records to be compared: evaluation seeds and episodes, greedy or
-    sampled, and the training steps."""
-    p, t = record["protocol"], record.get("training") or {}
-    return (tuple(p["seeds"]), p["episodes_per_seed"], p.get("greedy"), t.get("total_steps"))
-
-
-def _budget_text(record: dict[str, Any]) -> str:
-    steps = (record.get("training") or {}).get("total_steps")
-    return _protocol(record) + (f", {_int(steps)} steps" if steps else "")
-
-
 def credit_table(inputs: Inputs) -> str:
     """Credit assignment, pair by pair (:data:`CREDIT_PAIRS`): per env, where both agents have
     a record of the same base model and training env, the difference of IQMs A − B and
-    P(A > B) with their 95 % CIs and the verdict those CIs allow. Records of unequal budgets
-    (evaluation seeds, episodes, greedy or sampled, training steps) are listed, not compared."""
+    P(A > B) with their 95 % CIs and the verdict those CIs allow. Records that were not
+    evaluated or trained alike (:func:`.comparison.budget_difference`) are named, not
+    compared."""
     rows = []
     for env_id in sorted(inputs.by_env):
         groups: dict[tuple[Any, Any], dict[str, dict[str, Any]]] = {}
@@ -316,18 +326,9 @@ def credit_table(inputs: Inputs) -> str:
                     continue
                 where = agent_label(a)[len(a["agent"]["name"]) :].strip()
                 pair = f"{a_name.upper()} − {b_name.upper()}" + (f" {where}" if where else "")
-                if _budget(a) != _budget(b):
-                    rows.append(
-                        (
-                            env_id,
-                            pair,
-                            "--",
-                            "--",
-                            "--",
-                            "--",
-                            f"not compared: {_budget_text(a)} against {_budget_text(b)}",
-                        )
-                    )
+                apart = budget_difference(a, b)
+                if apart is not None:
+                    rows.append((env_id, pair, "--", "--", "--", "--", f"not compared: {apart}"))
                     continue
                 diff, poi = compare(a, b)
                 rows.append(
