@@ -122,46 +122,35 @@ def reference_record(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None
     return refs[0] if refs else None
 
 
+def _uncompared_row(env_id: str, record: dict[str, Any], verdict_text: str) -> Row:
+    """A row with the record's IQM and no comparison (POAD itself, or a record set apart)."""
+    return Row(
+        (
+            env_id,
+            agent_label(record),
+            str(len(record["scores"]["per_seed"])),
+            iqm_cell(iqm_estimate(seed_scores(record))),
+            "--",
+            "--",
+            "--",
+            "--",
+            verdict_text,
+        )
+    )
+
+
 def _rows_for(env_id: str, inputs: Inputs) -> tuple[list[Row], list[Interval]]:
     recs = inputs.by_env.get(env_id, [])
     ref = reference_record(recs)
     if ref is None:
         return [], []
-    rows = [
-        Row(
-            (
-                env_id,
-                agent_label(ref),
-                str(len(ref["scores"]["per_seed"])),
-                iqm_cell(iqm_estimate(seed_scores(ref))),
-                "--",
-                "--",
-                "--",
-                "--",
-                "reference",
-            )
-        )
-    ]
+    rows = [_uncompared_row(env_id, ref, "reference")]
     bars: list[Interval] = []
     others = sorted((r for r in recs if r is not ref and not is_anchor(r)), key=agent_label)
     for r in others:
         apart = budget_difference(r, ref)
         if apart is not None:
-            rows.append(
-                Row(
-                    (
-                        env_id,
-                        agent_label(r),
-                        str(len(r["scores"]["per_seed"])),
-                        iqm_cell(iqm_estimate(seed_scores(r))),
-                        "--",
-                        "--",
-                        "--",
-                        "--",
-                        f"not compared: {apart}",
-                    )
-                )
-            )
+            rows.append(_uncompared_row(env_id, r, f"not compared: {apart}"))
             continue
         diff, poi = compare(r, ref)
         rows.append(
