@@ -1,6 +1,7 @@
 """The comparison with POAD [``pairwise``]: rliable's statistics over seeds, per env.
 
-For every env with a POAD record, each other agent (the random and oracle anchors aside) gets
+For every env with a POAD record, each other agent (the random and oracle anchors aside, and
+any record :func:`budget_difference` sets apart, whose row says why) gets
 its IQM over seeds with a stratified-bootstrap 95 % CI, the difference of IQMs to POAD's with
 its CI, and the probability of improvement P(agent > POAD) with its CI (:mod:`.stats`). The
 verdict follows the CI of the difference: "better" or "worse" only where it excludes zero, else
@@ -258,7 +259,9 @@ def comparison_section(env_ids: Sequence[str], inputs: Inputs) -> Section:
         "resampled independently for the difference and for P(agent > POAD), the chance that a "
         "seed of the agent scores above a seed of POAD (ties count one half). The verdict says "
         "'better' or 'worse' only where the CI of the difference excludes zero. With one seed "
-        "there is no interval (n = 1). The random and oracle anchors are not compared."
+        "there is no interval (n = 1). The random and oracle anchors are not compared, and "
+        "neither is an agent evaluated unlike POAD (greedy or sampled, episodes per seed) or, "
+        "both trained, on other seeds or after other training steps: its row says why."
     )
     table = Table(
         f"Comparison with {REFERENCE_AGENT.upper()} per env: IQM over seeds, difference of IQMs "
