@@ -46,15 +46,21 @@ def _checkpointed(cell: TrainCell) -> tuple[int, int] | None:
     return state["update"], config["algorithm"]["num_envs"] * config["algorithm"]["rollout_length"]
 
 
-def run_state(cell: TrainCell) -> str:
-    """``"done"``, ``"partial"`` (resumable) or ``"new"``."""
+def _state_and_steps(cell: TrainCell) -> tuple[str, int]:
+    """The run's state and the env steps its newest checkpoint holds (one read of each file)."""
     if not (Path(cell.run_dir) / "config.json").exists():
-        return "new"
+        return "new", 0
     found = _checkpointed(cell)
     if found is None:
-        return "partial"
+        return "partial", 0
     updates, batch = found
-    return "done" if updates >= cell.total_steps // batch else "partial"
+    state = "done" if updates >= cell.total_steps // batch else "partial"
+    return state, min(cell.total_steps, updates * batch)
+
+
+def run_state(cell: TrainCell) -> str:
+    """``"done"``, ``"partial"`` (resumable) or ``"new"``."""
+    return _state_and_steps(cell)[0]
 
 
 @dataclass
@@ -119,7 +125,7 @@ def study_progress(study: Study) -> StudyProgress:
     seconds: dict[str, float] = {}
     steps: dict[str, int] = {}
     for cell in study.cells:
-        state = run_state(cell)
+        state, done = _state_and_steps(cell)
         runs[state] = runs.get(state, 0) + 1
         if state == "done":
             wall = run_wall_time(cell.run_dir)
@@ -127,8 +133,6 @@ def study_progress(study: Study) -> StudyProgress:
                 seconds[cell.env_id] = seconds.get(cell.env_id, 0.0) + wall
                 steps[cell.env_id] = steps.get(cell.env_id, 0) + cell.total_steps
             continue
-        found = _checkpointed(cell)
-        done = 0 if found is None else min(cell.total_steps, found[0] * found[1])
         steps_left[cell.env_id] = steps_left.get(cell.env_id, 0) + cell.total_steps - done
     evals: dict[str, int] = {}
     for task in study.evals:
