@@ -50,6 +50,20 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return "--" if value is None else f"{value:.{digits}f}"
 
 
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub-flavoured Markdown table; a ``|`` inside a cell is escaped."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(header), "|" + "---|" * len(header), *(line(r) for r in rows)])
+
+
+def thousands(n: float) -> str:
+    """An integer count with thousands separators: 12288 -> "12,288"."""
+    return f"{int(n):,}"
+
+
 def pm(mean: float, se: float | None, runs: int | None = None, digits: int = 3) -> str:
     """``mean ± se``; with one run (seed) ``mean (n = 1)``: one seed has no spread to show."""
     if runs == 1:

@@ -1,0 +1,259 @@
+"""The fair comparison's tables of docs/results.md (``leaderboard results-tables``,
+:mod:`.results_tables`): each agent against POAD (``comparison``), credit assignment pair by
+pair (``credit``), the shared KL guard's policy steps per trained record (``guard``) and a
+study's tuning from its runs (``tuning:SPEC:OUT``). Verdict words follow the CIs
+(:func:`.stats.verdict`); two records of unequal budgets are named, not compared
+(:func:`.comparison.budget_difference`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentbench_poad.leaderboard.report.common import (
+    REFERENCE_AGENT,
+    Inputs,
+    agent_label,
+    is_anchor,
+    md_table,
+    seed_scores,
+    thousands,
+)
+from agentbench_poad.leaderboard.report.comparison import (
+    budget_difference,
+    compare,
+    iqm_cell,
+    reference_record,
+)
+from agentbench_poad.leaderboard.report.stats import Estimate, iqm_estimate, verdict
+
+
+def _difference_cell(diff: Estimate) -> str:
+    ci = f"(n = {diff.runs}: no CI)" if diff.low is None else f"[{diff.low:+.3f}, {diff.high:+.3f}]"
+    return f"{diff.point:+.3f} {ci}"
+
+
+def _improvement_cell(poi: Estimate) -> str:
+    ci = f"(n = {poi.runs}: no CI)" if poi.low is None else f"[{poi.low:.2f}, {poi.high:.2f}]"
+    return f"{poi.point:.2f} {ci}"
+
+
+def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> str:
+    """Each agent against POAD per env: IQM over seeds with its 95 % CI, difference of IQMs and
+    P(agent > POAD) with their CIs, and the verdict those CIs allow; an agent not evaluated or
+    trained like POAD (:func:`.comparison.budget_difference`) gets its IQM and the reason, no
+    verdict."""
+    rows = []
+    for env_id in env_ids or sorted(inputs.by_env):
+        recs = inputs.by_env.get(env_id, [])
+        ref = reference_record(recs)
+        if ref is None:
+            continue
+        for r in sorted((r for r in recs if r is not ref and not is_anchor(r)), key=agent_label):
+            apart = budget_difference(r, ref)
+            if apart is not None:
+                rows.append(
+                    (
+                        env_id,
+                        agent_label(r),
+                        iqm_cell(iqm_estimate(seed_scores(r))),
+                        iqm_cell(iqm_estimate(seed_scores(ref))),
+                        "--",
+                        "--",
+                        f"not compared: {apart}",
+                    )
+                )
+                continue
+            diff, poi = compare(r, ref)
+            rows.append(
+                (
+                    env_id,
+                    agent_label(r),
+                    f"{iqm_cell(iqm_estimate(seed_scores(r)))}",
+                    iqm_cell(iqm_estimate(seed_scores(ref))),
+                    _difference_cell(diff),
+                    _improvement_cell(poi),
+                    verdict(diff, higher="agent higher", lower="POAD higher"),
+                )
+            )
+    return md_table(
+        (
+            "env",
+            "agent",
+            "agent IQM [95% CI]",
+            f"{REFERENCE_AGENT.upper()} IQM [95% CI]",
+            "IQM difference [95% CI]",
+            f"P(agent > {REFERENCE_AGENT.upper()}) [95% CI]",
+            "verdict",
+        ),
+        rows,
+    )
+
+
+#: The pairs of the credit-assignment table, (A, B): step-level group credit (GiGPO) and
+#: episode-level group credit (GRPO) against the token-level critic (POAD); what GiGPO's
+#: step-level term adds to GRPO; no discount inside an action (POAD) against a discount per
+#: token (NTPO); a critic per token (POAD) against a critic per action (TWOSOME).
+CREDIT_PAIRS: tuple[tuple[str, str], ...] = (
+    ("gigpo", "poad"),
+    ("grpo", "poad"),
+    ("gigpo", "grpo"),
+    ("poad", "ntpo"),
+    ("poad", "twosome"),
+)
+
+
+def credit_table(inputs: Inputs) -> str:
+    """Credit assignment, pair by pair (:data:`CREDIT_PAIRS`): per env, where both agents have
+    a record of the same base model and training env, the difference of IQMs A − B and
+    P(A > B) with their 95 % CIs and the verdict those CIs allow. Records that were not
+    evaluated or trained alike (:func:`.comparison.budget_difference`) are named, not
+    compared."""
+    rows = []
+    for env_id in sorted(inputs.by_env):
+        groups: dict[tuple[Any, Any], dict[str, dict[str, Any]]] = {}
+        for r in inputs.by_env[env_id]:
+            if is_anchor(r):
+                continue
+            key = (r["model"].get("base"), (r.get("training") or {}).get("env_id"))
+            groups.setdefault(key, {})[r["agent"]["name"].lower()] = r
+        for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
+            by_agent = groups[key]
+            for a_name, b_name in CREDIT_PAIRS:
+                a, b = by_agent.get(a_name), by_agent.get(b_name)
+                if a is None or b is None:
+                    continue
+                where = agent_label(a)[len(a["agent"]["name"]) :].strip()
+                pair = f"{a_name.upper()} − {b_name.upper()}" + (f" {where}" if where else "")
+                apart = budget_difference(a, b)
+                if apart is not None:
+                    rows.append((env_id, pair, "--", "--", "--", "--", f"not compared: {apart}"))
+                    continue
+                diff, poi = compare(a, b)
+                rows.append(
+                    (
+                        env_id,
+                        pair,
+                        iqm_cell(iqm_estimate(seed_scores(a))),
+                        iqm_cell(iqm_estimate(seed_scores(b))),
+                        _difference_cell(diff),
+                        _improvement_cell(poi),
+                        verdict(
+                            diff,
+                            higher=f"{a_name.upper()} higher",
+                            lower=f"{b_name.upper()} higher",
+                        ),
+                    )
+                )
+    if not rows:
+        return "(no env has records of both agents of any pair yet)"
+    return md_table(
+        (
+            "env",
+            "A − B",
+            "A IQM [95% CI]",
+            "B IQM [95% CI]",
+            "IQM difference A − B [95% CI]",
+            "P(A > B) [95% CI]",
+            "verdict",
+        ),
+        rows,
+    )
+
+
+def _config_text(record: dict[str, Any]) -> str:
+    chosen = ((record.get("training") or {}).get("config_source") or {}).get("chosen")
+    if not chosen:
+        return "--"
+    return _chosen_text(chosen)
+
+
+def guard_table(inputs: Inputs) -> str:
+    """The shared KL guard per trained record: the configuration its study chose, and the
+    policy steps PPO took and the guard skipped, summed over the record's training runs
+    (docs/agents.md, "One KL guard"). Records that do not count them are left out."""
+    rows = []
+    for env_id in sorted(inputs.by_env):
+        for r in sorted(inputs.by_env[env_id], key=agent_label):
+            t = r.get("training") or {}
+            taken, skipped = t.get("policy_steps_taken"), t.get("policy_steps_skipped")
+            if taken is None or skipped is None:
+                continue
+            share = "--" if taken + skipped == 0 else f"{100 * skipped / (taken + skipped):.1f} %"
+            rows.append(
+                (
+                    env_id,
+                    agent_label(r),
+                    _config_text(r),
+                    thousands(taken),
+                    thousands(skipped),
+                    share,
+                )
+            )
+    if not rows:
+        return "(no record counts the KL guard's policy steps yet)"
+    return md_table(
+        ("env", "agent", "chosen configuration", "policy steps taken", "skipped", "share skipped"),
+        rows,
+    )
+
+
+def _chosen_text(chosen: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(chosen.items()))
+
+
+def tuning_table(spec: Path, out: Path) -> str:
+    """A study's tuning from its committed runs: per agent and configuration, the selection
+    rule's score of each tuning seed's run and their mean, the policy steps the KL guard skipped
+    over those runs, and which configuration the spec chose (``[tuning.chosen]``). A run not
+    finished yet shows "--" and adds no policy steps."""
+    from agentbench_poad.leaderboard.from_run import read_policy_steps
+    from agentbench_poad.study import load_study
+    from agentbench_poad.study.run import tuning_run_done
+    from agentbench_poad.study.tuning import run_scores
+
+    study = load_study(spec, out=out)
+    tuning = study.tuning
+    if tuning is None:
+        raise ValueError(f"docs: {spec} has no [tuning] table")
+    scores, _ = run_scores(tuning, study.out, is_done=tuning_run_done(study))
+    seeds = sorted(tuning.seeds)
+    rows = []
+    for agent, search in tuning.searches.items():
+        for index, configuration in enumerate(search.configurations):
+            got = [scores.get((agent, index, seed)) for seed in search.seeds]
+            taken = skipped = 0
+            for seed in search.seeds:
+                if (agent, index, seed) not in scores:  # not finished: no count yet
+                    continue
+                counts = read_policy_steps(tuning.run_dir(study.out, agent, index, seed))
+                taken += counts["policy_steps_taken"] or 0
+                skipped += counts["policy_steps_skipped"] or 0
+            done = [g for g in got if g is not None]
+            rows.append(
+                (
+                    agent,
+                    f"config{index}: {_chosen_text(configuration)}",
+                    *("--" if g is None else f"{g:.3f}" for g in got),
+                    f"{sum(done) / len(done):.3f}" if len(done) == len(got) else "--",
+                    f"{thousands(skipped)} of {thousands(taken + skipped)}"
+                    if taken + skipped
+                    else "--",
+                    "**chosen**" if tuning.chosen.get(agent) == configuration else "",
+                )
+            )
+    return md_table(
+        (
+            "agent",
+            "configuration",
+            *(f"seed {s}" for s in seeds),
+            "mean",
+            "policy steps skipped",
+            "[tuning.chosen]",
+        ),
+        rows,
+    )
+
+
+__all__ = ["CREDIT_PAIRS", "comparison_table", "credit_table", "guard_table", "tuning_table"]
