@@ -75,6 +75,7 @@ class EpisodeRoller:
         self.max_turns = max_turns
         self.rng = random.Random(seed)
         self.episodes = 0
+        self.env_steps = 0  # actions sent to the server: the env-step budget the board compares
         self.returns: list[float] = []
 
     def _ids(self, text: str, special: bool = False) -> list[int]:
@@ -123,6 +124,7 @@ class EpisodeRoller:
             logprobs += scores[k]
             env_mask += [1] * len(candidates[k])
             prompt, reward, terminated, truncated, info = self.remote.step(actions[k])
+            self.env_steps += 1
             total += reward
             if terminated or truncated or turn == self.max_turns - 1:
                 break
@@ -241,6 +243,7 @@ def main(argv=None) -> int:
         "base_model": args.model,
         "train_seeds": seeds,
         "steps": args.steps,
+        "env_steps": roller.env_steps,
         "episodes": roller.episodes,
         "mean_return": sum(roller.returns) / max(len(roller.returns), 1),
         "config": {

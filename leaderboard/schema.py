@@ -222,6 +222,9 @@ RECORD_SCHEMA: dict[str, Any] = {
                         "env_id": _STRING_OR_NULL,
                         "runs": {"type": "array", "items": {"type": "string"}},
                         "total_steps": {"type": ["integer", "null"]},
+                        # an outside trainer's own step count (optimiser steps), beside the
+                        # env steps of total_steps (docs/integrations.md)
+                        "trainer_steps": {"type": ["integer", "null"]},
                         "best_code": {
                             "type": ["object", "null"],
                             "required": ["label", "reward", "code"],

@@ -33,6 +33,7 @@ def adapter(tiny_model_dir, tmp_path_factory):
         "config": {"lr": 1e-4, "group": 2},
         "env_id": ENV,
         "steps": 7,
+        "env_steps": 448,
         "software": {"some": "1.2.3"},
         "command": "python train.py",
     }
@@ -75,7 +76,8 @@ def test_the_record_states_the_outside_trainer(tiny_model_dir, adapter, tmp_path
     assert training["trainer"] == "some.Trainer"
     assert training["trainer_version"] == "some 1.2.3"
     assert training["trainer_config"] == manifest["config"]
-    assert training["env_id"] == ENV and training["total_steps"] == 7
+    assert training["env_id"] == ENV
+    assert training["total_steps"] == 448 and training["trainer_steps"] == 7
     assert record["config"]["agent_kwargs"]["adapter"] == str(folder)
     import hashlib
 
@@ -120,6 +122,12 @@ def test_a_folder_that_is_no_adapter_or_a_manifest_that_omits_the_trainer(
     assert _evaluate(tiny_model_dir, broken, tmp_path / "rec") == 2
     err = capsys.readouterr().err
     assert "trainer_version" in err and "config" in err and len(err.strip().splitlines()) == 1
+    for bad in (-1, 2.5, "100", True):
+        (broken / "agentbench_trainer.json").write_text(json.dumps({**manifest, "env_steps": bad}))
+        assert _evaluate(tiny_model_dir, broken, tmp_path / "rec") == 2
+        err = capsys.readouterr().err
+        assert "'env_steps' must be a non-negative integer" in err
+    assert not (tmp_path / "rec").exists() or not list((tmp_path / "rec").glob("*.json"))
 
 
 def test_the_report_labels_an_outside_trainer():
@@ -134,3 +142,30 @@ def test_the_report_labels_an_outside_trainer():
     assert agent_label(record) == "trl-grpo (smollm2-135m) [trainer: trl 1.16.0]"
     record["training"] = None
     assert agent_label(record) == "trl-grpo (smollm2-135m)"
+
+
+def test_an_outside_trainer_states_env_steps_and_its_own_steps_apart():
+    """The board compares env steps; an outside trainer's optimiser steps are shown beside them,
+    and a record written before `trainer_steps` existed (its total_steps held the trainer's
+    count) has unknown env steps, so it is never compared on steps it does not state."""
+    from agentbench_poad.leaderboard.report.common import budget_text, env_steps
+    from agentbench_poad.leaderboard.report.comparison import budget_difference
+
+    def record(training):
+        return {
+            "agent": {"name": "x"},
+            "model": {"base": "m"},
+            "env": {"id": ENV},
+            "protocol": {"seeds": [0, 1], "episodes_per_seed": 10, "greedy": True},
+            "training": training,
+        }
+
+    ours = record({"runs": ["r"], "total_steps": 3072})
+    outside = record({"runs": [], "trainer": "t", "total_steps": 3072, "trainer_steps": 24})
+    legacy = record({"runs": [], "trainer": "t", "total_steps": 2})
+    assert (env_steps(ours), budget_text(ours)) == (3072, "3,072 steps")
+    assert (env_steps(outside), budget_text(outside)) == (3072, "3,072 steps (24 trainer steps)")
+    assert (env_steps(legacy), budget_text(legacy)) == (None, "2 trainer steps")
+    assert budget_difference(outside, ours) is None
+    assert budget_difference(legacy, ours) == "2 trainer steps against 3,072 steps"
+    assert budget_text(record(None)) is None and env_steps(record(None)) is None

@@ -452,7 +452,7 @@ def test_credit_table_compares_each_pair_on_equal_budgets_only(records):
     assert rows["GIGPO − POAD (tiny-lm)"][5].startswith("1.00 ")
     # unequal budgets are named, not compared
     assert rows["POAD − TWOSOME (tiny-lm)"][4] == "--"
-    assert rows["POAD − TWOSOME (tiny-lm)"][6] == "not compared: 64 against 128 training steps"
+    assert rows["POAD − TWOSOME (tiny-lm)"][6] == "not compared: 64 steps against 128 steps"
     # no pair on the board: a sentence, not an empty table
     assert tables([poad])["credit"]().startswith("(no env has records")
 

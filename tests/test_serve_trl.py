@@ -46,6 +46,7 @@ def test_trl_trains_on_the_served_env_and_the_adapter_reaches_the_board(smollm2,
     manifest = json.loads((adapter / "agentbench_trainer.json").read_text())
     assert manifest["trainer"].startswith("trl.GRPOTrainer")
     assert manifest["steps"] == 2 and manifest["episodes"] == 4  # 2 steps x a group of 2
+    assert 4 <= manifest["env_steps"] <= 4 * 3  # 4 episodes of 1 to 3 actions
     assert manifest["software"]["trl"] and manifest["software"]["openenv-core"]
 
     records = tmp_path / "records"
@@ -78,3 +79,4 @@ def test_trl_trains_on_the_served_env_and_the_adapter_reaches_the_board(smollm2,
     assert training["trainer"] == manifest["trainer"]
     assert training["trainer_version"] == manifest["trainer_version"]
     assert training["trainer_config"] == manifest["config"]
+    assert training["total_steps"] == manifest["env_steps"] and training["trainer_steps"] == 2

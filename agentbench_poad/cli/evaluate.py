@@ -288,7 +288,9 @@ def _adapter_training(
     training = {
         "env_id": manifest.get("env_id"),
         "runs": [args.adapter],
-        "total_steps": manifest.get("steps"),
+        # env steps, the budget every record states; the trainer's own steps apart
+        "total_steps": _count(manifest, "env_steps", path),
+        "trainer_steps": _count(manifest, "steps", path),
         "trainer": manifest["trainer"],
         "trainer_version": manifest["trainer_version"],
         "trainer_config": manifest["config"],
@@ -297,6 +299,16 @@ def _adapter_training(
         "adapter_sha256": _adapter_digest(folder),
     }
     return training, manifest.get("agent_name")
+
+
+def _count(manifest: dict, key: str, path) -> int | None:  # noqa: ANN001 - a Path
+    """A manifest's non-negative integer count ``key``, or None where it does not state it."""
+    value = manifest.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{path}: {key!r} must be a non-negative integer, got {value!r}")
+    return value
 
 
 def _adapter_digest(folder) -> str | None:  # noqa: ANN001 - a Path

@@ -111,6 +111,35 @@ def agent_label(record: dict[str, Any]) -> str:
     return label
 
 
+def env_steps(record: dict[str, Any]) -> int | None:
+    """The env steps the agent trained for (``training.total_steps``), or None when unknown.
+
+    An outside trainer's record states its own step count apart (``training.trainer_steps``);
+    records of such trainers written before that field existed kept the trainer's count in
+    ``total_steps``, so their env steps are unknown."""
+    t = record.get("training") or {}
+    if t.get("trainer") and "trainer_steps" not in t:
+        return None
+    steps = t.get("total_steps")
+    return None if steps is None else int(steps)
+
+
+def budget_text(record: dict[str, Any]) -> str | None:
+    """A trained record's budget as text ("3,072 steps", "2 trainer steps"), None when it
+    states none."""
+    t = record.get("training") or {}
+    steps = env_steps(record)
+    trainer = t.get("trainer_steps") if "trainer_steps" in t else t.get("total_steps")
+    if not t.get("trainer"):
+        trainer = None
+    parts = [f"{steps:,} steps"] if steps else []
+    if trainer is not None:
+        parts.append(f"{int(trainer):,} trainer steps")
+    if len(parts) == 2:
+        return f"{parts[0]} ({parts[1]})"
+    return parts[0] if parts else None
+
+
 def is_exploratory(record: dict[str, Any]) -> bool:
     """The record comes from a study group marked ``exploratory = true`` (too few seeds for a
     verdict of its own; docs/study.md)."""

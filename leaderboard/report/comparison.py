@@ -35,6 +35,8 @@ from agentbench_poad.leaderboard.report.common import (
     REFERENCE_AGENT,
     Inputs,
     agent_label,
+    budget_text,
+    env_steps,
     interval,
     is_anchor,
     seed_scores,
@@ -106,13 +108,12 @@ def budget_difference(record: dict[str, Any], ref: dict[str, Any]) -> str | None
             f"{p['episodes_per_seed']} against {q['episodes_per_seed']} episodes per seed"
         )
     if t and u:
-        if t.get("total_steps") != u.get("total_steps"):
+        if env_steps(record) is None or env_steps(record) != env_steps(ref):
 
             def steps(x: dict[str, Any]) -> str:
-                n = x.get("total_steps")
-                return "unstated" if n is None else f"{int(n):,}"
+                return budget_text(x) or "unstated steps"
 
-            reasons.append(f"{steps(t)} against {steps(u)} training steps")
+            reasons.append(f"{steps(record)} against {steps(ref)}")
         if list(p["seeds"]) != list(q["seeds"]):
             reasons.append(f"{_seed_text(p['seeds'])} against {_seed_text(q['seeds'])}")
     return "; ".join(reasons) or None

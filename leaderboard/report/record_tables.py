@@ -11,6 +11,7 @@ from agentbench_poad.leaderboard.records import mean_stderr
 from agentbench_poad.leaderboard.report.common import (
     Inputs,
     agent_label,
+    budget_text,
     is_anchor,
     md_table,
     n_seeds,
@@ -43,8 +44,8 @@ def _protocol(record: dict[str, Any]) -> str:
 
 def row_name(record: dict[str, Any]) -> str:
     """The agent's board label and, for a trained agent, its training budget."""
-    steps = (record.get("training") or {}).get("total_steps")
-    return agent_label(record) + (f", {thousands(steps)} steps" if steps else "")
+    budget = budget_text(record)
+    return agent_label(record) + (f", {budget}" if budget else "")
 
 
 def _ordered(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
