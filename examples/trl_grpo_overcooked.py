@@ -20,7 +20,7 @@ action's token probabilities, i.e. constrained decoding) and the server's next o
 appended; ``env_mask`` tells TRL which tokens the model wrote (the actions) and which the
 environment wrote, and the episode's return is the GRPO reward.
 
-Quick check (the opt-in test ``pytest -m trl`` runs this; ~10 minutes on 2 busy CPU cores)::
+Quick check (the opt-in test ``pytest -m trl`` runs this; ~4 minutes on 2 CPU cores beside a training job)::
 
     python examples/trl_grpo_overcooked.py --steps 2 --max-turns 3 --out /tmp/trl-run
 
