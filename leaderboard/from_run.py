@@ -152,29 +152,44 @@ def _curve_label(run_dirs: Sequence[str | Path]) -> str:
 def combine_curves(
     curves: Sequence[Sequence[tuple[float, float]]], y: str = "greedy evaluation return"
 ) -> dict[str, Any] | None:
-    """Mean curve with a standard-error band over runs, on the union of their steps.
+    """Mean curve with a standard-error band over runs; ``n`` says how many runs a point averages.
 
-    A run contributes at a step only if it logged that step, so runs of different length still
-    combine; ``n`` says how many runs a point averages. ``y`` names what the points are.
+    Runs that share one step grid (every run's steps are the start of the longest run's: the
+    fixed-batch agents, and runs of different length) combine step by step. Runs whose steps
+    differ (group agents end each round at whole episodes, so their k-th evaluation falls a few
+    env steps apart from run to run) combine by evaluation index instead: the k-th point of the
+    curve averages every run's k-th evaluation, at the mean of their env steps. A union of such
+    steps would average nothing (one run per point). ``y`` names what the points are.
     """
-    by_step: dict[float, list[float]] = {}
-    for curve in curves:
-        for step, value in curve:
-            by_step.setdefault(step, []).append(value)
-    if not by_step:
+    curves = [list(c) for c in curves if c]
+    if not curves:
         return None
-    points = []
-    for step in sorted(by_step):
-        values = by_step[step]
+    longest = max(curves, key=len)
+    grid = [step for step, _ in longest]
+    shared = all([step for step, _ in c] == grid[: len(c)] for c in curves)
+    groups: list[tuple[list[float], list[float]]] = []
+    if shared:
+        by_step: dict[float, list[float]] = {}
+        for curve in curves:
+            for step, value in curve:
+                by_step.setdefault(step, []).append(value)
+        groups = [([step], by_step[step]) for step in sorted(by_step)]
+    else:
+        for k in range(len(longest)):
+            points = [c[k] for c in curves if k < len(c)]
+            groups.append(([step for step, _ in points], [value for _, value in points]))
+    out = []
+    for steps, values in groups:
         mean, se = mean_stderr(values)
-        points.append(
+        step = steps[0] if len(steps) == 1 else round(sum(steps) / len(steps), 1)
+        out.append(
             {"step": step, "mean": mean, "low": mean - se, "high": mean + se, "n": len(values)}
         )
     return {
-        "x": "env steps",
+        "x": "env steps" if shared else "env steps (mean over runs of the k-th evaluation's)",
         "y": y,
         "spread": "mean +- standard error over training seeds",
-        "points": points,
+        "points": out,
     }
 
 

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentbench_poad.leaderboard.from_run import (
     BEST_CODE_LABEL,
@@ -89,6 +91,47 @@ def test_curves_of_several_seeds_combine_with_a_standard_error_band():
     assert "standard error" in curve["spread"]
     assert combine_curves([[], []]) is None
     assert combine_curves([[(0, 1.0)]], y="sampled evaluation return")["y"].startswith("sampled")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 40), st.floats(-2, 2, allow_nan=False)),
+            min_size=1,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_runs_whose_steps_differ_combine_by_evaluation_index(raw):
+    """Group agents' k-th evaluations fall a few env steps apart from run to run: the k-th point
+    averages the runs' k-th values at their mean step (a plain loop here), never one run per
+    point; runs on one step grid combine step by step, as before."""
+    curves = []
+    for run in raw:  # increasing steps per run, as a trainer logs them
+        step, curve = 0, []
+        for gap, value in run:
+            step += 100 + gap
+            curve.append((float(step), value))
+        curves.append(curve)
+    out = combine_curves(curves)["points"]
+    longest = max(len(c) for c in curves)
+    grid = [s for s, _ in max(curves, key=len)]
+    if all([s for s, _ in c] == grid[: len(c)] for c in curves):
+        assert [p["step"] for p in out] == grid
+    assert len(out) == longest
+    for k, point in enumerate(out):
+        values = [c[k][1] for c in curves if k < len(c)]
+        steps = [c[k][0] for c in curves if k < len(c)]
+        mean = sum(values) / len(values)
+        assert point["n"] == len(values)
+        assert point["mean"] == pytest.approx(mean, abs=1e-9)
+        assert point["step"] == pytest.approx(sum(steps) / len(steps), abs=0.051)
+        if len(values) > 1:
+            se = (sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values)) ** 0.5
+            assert point["high"] - point["mean"] == pytest.approx(se, abs=1e-9)
 
 
 def test_best_code_is_labelled_as_found_during_training(tmp_path):

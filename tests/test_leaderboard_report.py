@@ -515,3 +515,36 @@ def test_records_evaluated_or_trained_unlike_poad_get_no_verdict(records, tmp_pa
     assert verdicts["seeds (tiny-lm)"] == "not compared: seeds 100–102 against seeds 0–2"
     md, _ = build_report([poad, sampled, other_seeds], tmp_path, paper_results=PAPER)
     assert "not compared: seeds 100–102 against seeds 0–2" in md.read_text()
+
+
+def test_curves_table_places_group_agents_points_beside_the_step_grid():
+    """Group agents' curve points sit at each evaluation's mean env step (a few steps off the
+    grid): the table shows each beside the nearest grid column, marked "≈", and nothing where
+    no point lies within half a column's spacing."""
+    from agentbench_poad.leaderboard.report.common import Inputs
+    from agentbench_poad.leaderboard.report.paper import as_paper
+    from agentbench_poad.leaderboard.report.record_tables import curves_table
+
+    def record(name, points, x):
+        return {
+            "record_id": f"E__{name}",
+            "agent": {"name": name},
+            "model": {"base": "m"},
+            "env": {"id": "E"},
+            "scores": {"mean": 1.0},
+            "training": {"env_id": "E", "runs": ["r"], "total_steps": 1024},
+            "learning_curve": {
+                "x": x,
+                "points": [
+                    {"step": s, "mean": v, "low": v - 0.1, "high": v + 0.1, "n": 2} for s, v in points
+                ],
+            },
+        }
+
+    grid = record("poad", [(512.0, 0.25), (1024.0, 0.5)], "env steps")
+    group = record("gigpo", [(531.5, 0.75), (1790.0, 1.0)], "env steps (mean over runs)")
+    table = curves_table("E", Inputs([grid, group], as_paper(None)))
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:] for line in table.splitlines()}
+    assert rows["agent"] == ["512", "1,024 |"]
+    assert rows["poad (m), 1,024 steps"] == ["0.25 ± 0.10", "0.50 ± 0.10 |"]
+    assert rows["gigpo (m), 1,024 steps"] == ["≈0.75 ± 0.10", "-- |"]

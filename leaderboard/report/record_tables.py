@@ -83,30 +83,48 @@ def env_table(env_id: str, inputs: Inputs) -> str:
     )
 
 
+def _on_grid(record: dict[str, Any]) -> bool:
+    """Whether a record's curve points lie on its runs' shared step grid (not at the mean step
+    of each evaluation, as group agents' curves do: :func:`..from_run.combine_curves`)."""
+    return record["learning_curve"].get("x", "env steps") == "env steps"
+
+
 def curves_table(env_id: str, inputs: Inputs) -> str:
     """Mean ± s.e. over seeds of each record's learning curve at up to :data:`CURVE_COLUMNS`
-    steps (the band is mean ± s.e., so s.e. is half its width)."""
+    steps (the band is mean ± s.e., so s.e. is half its width).
+
+    The columns are the steps of the records on a shared step grid (all records' steps where
+    none is). A record whose points sit at each evaluation's mean step (group agents) shows, in
+    a column, its point nearest to that step when it lies within half the columns' spacing,
+    marked "≈"."""
     recs = [
         r
         for r in _ordered(inputs.by_env.get(env_id, []))
         if r.get("learning_curve") and r["learning_curve"]["points"]
     ]
-    steps = sorted({p["step"] for r in recs for p in r["learning_curve"]["points"]})
+    gridded = [r for r in recs if _on_grid(r)] or recs
+    steps = sorted({p["step"] for r in gridded for p in r["learning_curve"]["points"]})
     if len(steps) > CURVE_COLUMNS:
         stride = -(-len(steps) // CURVE_COLUMNS)
         steps = sorted(set(steps[::-1][::stride]))
+    spacing = min((b - a for a, b in zip(steps, steps[1:])), default=float("inf"))
     rows = []
     for r in recs:
-        points = {p["step"]: p for p in r["learning_curve"]["points"]}
+        points = r["learning_curve"]["points"]
+        exact = {p["step"]: p for p in points}
         cells = []
         for step in steps:
-            p = points.get(step)
+            p, mark = exact.get(step), ""
+            if p is None and not _on_grid(r):
+                near = min(points, key=lambda q: abs(q["step"] - step))
+                if abs(near["step"] - step) < spacing / 2:
+                    p, mark = near, "≈"
             if p is None:
                 cells.append("--")
             elif p.get("low") is None or p.get("high") is None:
-                cells.append(f"{p['mean']:.2f}")
+                cells.append(f"{mark}{p['mean']:.2f}")
             else:
-                cells.append(f"{p['mean']:.2f} ± {(p['high'] - p['low']) / 2:.2f}")
+                cells.append(f"{mark}{p['mean']:.2f} ± {(p['high'] - p['low']) / 2:.2f}")
         rows.append((row_name(r), *cells))
     return md_table(("agent", *(thousands(s) for s in steps)), rows)
 
