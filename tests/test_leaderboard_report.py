@@ -536,7 +536,8 @@ def test_curves_table_places_group_agents_points_beside_the_step_grid():
             "learning_curve": {
                 "x": x,
                 "points": [
-                    {"step": s, "mean": v, "low": v - 0.1, "high": v + 0.1, "n": 2} for s, v in points
+                    {"step": s, "mean": v, "low": v - 0.1, "high": v + 0.1, "n": 2}
+                    for s, v in points
                 ],
             },
         }
