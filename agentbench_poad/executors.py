@@ -236,8 +236,19 @@ class RayExecutor(Executor):
                 time.perf_counter(),
             )
 
-        for index in range(len(cells)):
-            submit(index, 1)
+        # At most one cell in flight per slot of the cluster, the rest queued here: a map
+        # started from ``on_result`` (a study evaluates a record as soon as its runs are
+        # trained) then takes the next free slot instead of waiting behind every queued cell.
+        queued = iter(range(len(cells)))
+
+        def top_up() -> None:
+            for _ in range(max(self.slots() - len(pending), 0)):
+                index = next(queued, None)
+                if index is None:
+                    return
+                submit(index, 1)
+
+        top_up()
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             ref = ready[0]
@@ -261,7 +272,13 @@ class RayExecutor(Executor):
             outcomes[index] = outcome
             if on_result is not None:
                 on_result(outcome)
+            top_up()
         return [o for o in outcomes if o is not None]
+
+    def slots(self) -> int:
+        """Cells the cluster runs at once (its CPUs / ``task_cpus``, at least 1)."""
+        cpus = self.ray.cluster_resources().get("CPU", 1.0)
+        return max(int(cpus // self.task_cpus), 1)
 
 
 def get_executor(

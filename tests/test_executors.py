@@ -102,6 +102,33 @@ def test_failed_cell_is_reported_retried_and_others_kept(name, make, tmp_path):
     assert int((tmp_path / "c3").read_text()) == 3  # 1 + max_retries attempts, no more
 
 
+def started_at(seconds: float) -> float:
+    """A cell that records when it started, then works for ``seconds``."""
+    import time
+
+    start = time.time()
+    time.sleep(seconds)
+    return start
+
+
+def test_ray_a_map_started_from_on_result_takes_the_next_free_slot(ray_cluster):
+    """A study evaluates a record from ``on_result`` as soon as its runs are trained: that
+    evaluation must run in the next free slot, not behind every training cell still queued."""
+    executor = RayExecutor(max_retries=0)
+    assert executor.slots() == 2  # the fixture's 2-CPU cluster
+    inner: list[float] = []
+
+    def evaluate_now(outcome) -> None:
+        if not inner:  # after the first training cell only
+            inner.extend(o.value for o in executor.map(started_at, [0.0]))
+
+    outer = executor.map(started_at, [1.0, 2.5, 1.0, 1.0], on_result=evaluate_now)
+    starts = [o.value for o in outer]
+    assert all(o.ok for o in outer) and len(inner) == 1
+    assert inner[0] < starts[2] and inner[0] < starts[3]  # not queued behind cells 2 and 3
+    assert starts[2] >= starts[0] + 1.0  # cell 2 waited for a slot: two in flight at most
+
+
 def test_ray_reruns_the_task_of_a_dead_worker(ray_cluster, tmp_path):
     cells = [Flaky(str(tmp_path / "dies"), 7, fail=1, crash=True), Flaky(str(tmp_path / "fine"), 8)]
     outcomes = RayExecutor(max_retries=0).map(run_flaky, cells)
