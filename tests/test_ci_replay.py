@@ -41,7 +41,8 @@ def test_the_greedy_poad_record_replays_exactly_with_the_real_smollm2(smollm2):
     result = verify_record(record, episodes_per_seed=1)
     print(result.summary())  # the CI log shows the replay
     assert result.hashes_checked and result.deterministic
-    assert result.sampled == len(record["scores"]["per_seed"]) == 3  # every seed
+    assert result.sampled == len(record["scores"]["per_seed"])  # every seed
+    assert len(record["scores"]["per_seed"]) >= 10  # the fair study's evaluation seeds
     assert result.reproduced, result.summary()
     assert result.exact_matches == result.sampled
 

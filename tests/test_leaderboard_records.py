@@ -223,8 +223,10 @@ def test_retire_moves_a_studys_trained_records_to_the_history_and_keeps_the_rest
         "evaluated": "Overcooked-TomatoSalad-v0__base-greedy__smollm2-135m.json",  # no runs
         "unstudied": "DataSciCoding-iris-v0__random.json",
     }
+    # the trained one from the package's history (the fair study replaced it on the board)
+    sources = {names["trained"]: DEFAULT_STORE.parent / "history" / "smollm2-cpu"}
     for name in names.values():
-        shutil.copy(DEFAULT_STORE / name, store / name)
+        shutil.copy(sources.get(name, DEFAULT_STORE) / name, store / name)
     studies = {n: record_study(json.loads((store / n).read_text())) for n in names.values()}
     assert studies[names["trained"]] == studies[names["evaluated"]] == "smollm2-cpu"
     assert studies[names["unstudied"]] is None
