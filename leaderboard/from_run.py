@@ -149,6 +149,11 @@ def _curve_label(run_dirs: Sequence[str | Path]) -> str:
     return "evaluation return (greedy and sampled runs)"
 
 
+#: A combined curve's ``x``: its runs' shared step grid, or each evaluation's mean env step.
+CURVE_X_GRID = "env steps"
+CURVE_X_MEAN_STEP = "env steps (mean over runs of the k-th evaluation's)"
+
+
 def combine_curves(
     curves: Sequence[Sequence[tuple[float, float]]], y: str = "greedy evaluation return"
 ) -> dict[str, Any] | None:
@@ -186,7 +191,7 @@ def combine_curves(
             {"step": step, "mean": mean, "low": mean - se, "high": mean + se, "n": len(values)}
         )
     return {
-        "x": "env steps" if shared else "env steps (mean over runs of the k-th evaluation's)",
+        "x": CURVE_X_GRID if shared else CURVE_X_MEAN_STEP,
         "y": y,
         "spread": "mean +- standard error over training seeds",
         "points": out,

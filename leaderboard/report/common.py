@@ -129,15 +129,12 @@ def budget_text(record: dict[str, Any]) -> str | None:
     states none."""
     t = record.get("training") or {}
     steps = env_steps(record)
-    trainer = t.get("trainer_steps") if "trainer_steps" in t else t.get("total_steps")
-    if not t.get("trainer"):
-        trainer = None
-    parts = [f"{steps:,} steps"] if steps else []
-    if trainer is not None:
-        parts.append(f"{int(trainer):,} trainer steps")
-    if len(parts) == 2:
-        return f"{parts[0]} ({parts[1]})"
-    return parts[0] if parts else None
+    # an outside trainer's own count (a legacy record kept it in total_steps: env_steps)
+    trainer = t.get("trainer_steps", t.get("total_steps")) if t.get("trainer") else None
+    own = None if trainer is None else f"{int(trainer):,} trainer steps"
+    if not steps:
+        return own
+    return f"{steps:,} steps" + (f" ({own})" if own else "")
 
 
 def is_exploratory(record: dict[str, Any]) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentbench_poad.leaderboard.from_run import CURVE_X_GRID
 from agentbench_poad.leaderboard.records import mean_stderr
 from agentbench_poad.leaderboard.report.common import (
     Inputs,
@@ -86,7 +87,7 @@ def env_table(env_id: str, inputs: Inputs) -> str:
 def _on_grid(record: dict[str, Any]) -> bool:
     """Whether a record's curve points lie on its runs' shared step grid (not at the mean step
     of each evaluation, as group agents' curves do: :func:`..from_run.combine_curves`)."""
-    return record["learning_curve"].get("x", "env steps") == "env steps"
+    return record["learning_curve"].get("x", CURVE_X_GRID) == CURVE_X_GRID
 
 
 def curves_table(env_id: str, inputs: Inputs) -> str:
