@@ -167,6 +167,16 @@ def n_seeds(record: dict[str, Any]) -> int:
     return len(record["scores"]["per_seed"])
 
 
+def seeds_text(seeds: Sequence[int]) -> str:
+    """``seed 3``, ``seeds 100–109`` (a run of three or more), else ``seeds 0, 2``."""
+    seeds = list(seeds)
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"seeds {seeds[0]}–{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))
+
+
 @dataclass(frozen=True)
 class Anchors:
     """The anchors that normalise one row: the random and top rows of its env and env kwargs."""

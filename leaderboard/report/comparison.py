@@ -41,6 +41,7 @@ from agentbench_poad.leaderboard.report.common import (
     is_anchor,
     seed_scores,
     seed_success,
+    seeds_text,
 )
 from agentbench_poad.leaderboard.report.stats import (
     BOOTSTRAP_RESAMPLES,
@@ -79,13 +80,6 @@ def compare(record: dict[str, Any], ref: dict[str, Any]) -> tuple[Estimate, Esti
     return iqm_difference(a, b), probability_of_improvement(a, b)
 
 
-def _seed_text(seeds: Sequence[int]) -> str:
-    seeds = list(seeds)
-    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
-        return f"seeds {seeds[0]}–{seeds[-1]}"
-    return "seeds " + ", ".join(map(str, seeds))
-
-
 def budget_difference(record: dict[str, Any], ref: dict[str, Any]) -> str | None:
     """Why two records of one env are not compared, or None when they may be.
 
@@ -115,7 +109,7 @@ def budget_difference(record: dict[str, Any], ref: dict[str, Any]) -> str | None
 
             reasons.append(f"{steps(record)} against {steps(ref)}")
         if list(p["seeds"]) != list(q["seeds"]):
-            reasons.append(f"{_seed_text(p['seeds'])} against {_seed_text(q['seeds'])}")
+            reasons.append(f"{seeds_text(p['seeds'])} against {seeds_text(q['seeds'])}")
     return "; ".join(reasons) or None
 
 

@@ -20,6 +20,7 @@ from agentbench_poad.leaderboard.report.common import (
     published,
     seed_discounted_returns,
     seed_scores,
+    seeds_text,
     thousands,
 )
 from agentbench_poad.leaderboard.report.paper import layout_tasks
@@ -28,19 +29,10 @@ from agentbench_poad.leaderboard.report.paper import layout_tasks
 CURVE_COLUMNS = 7
 
 
-def _seeds(seeds: Sequence[int]) -> str:
-    seeds = list(seeds)
-    if len(seeds) == 1:
-        return f"seed {seeds[0]}"
-    if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
-        return f"seeds {seeds[0]}–{seeds[-1]}"
-    return "seeds " + ", ".join(map(str, seeds))
-
-
 def _protocol(record: dict[str, Any]) -> str:
     p = record["protocol"]
     how = {True: "greedy, ", False: "sampled, "}.get(p.get("greedy"), "")
-    return f"{how}{_seeds(p['seeds'])} × {p['episodes_per_seed']} episodes"
+    return f"{how}{seeds_text(p['seeds'])} × {p['episodes_per_seed']} episodes"
 
 
 def row_name(record: dict[str, Any]) -> str:
