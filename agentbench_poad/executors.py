@@ -9,7 +9,11 @@ picklable result. Both executors honour the same contract:
 * a cell whose function raises is reported (``on_failure``) and run again, up to
   ``max_retries`` more times, while the other cells go on;
 * ``on_result`` is called in the calling process as soon as a cell finishes, so the caller can
-  persist it at once: nothing finished is lost when a later cell (or the driver) dies.
+  persist it at once: nothing finished is lost when a later cell (or the driver) dies;
+* ``on_result`` may return *follow-up* cells (for the same function), which run next, before
+  the cells still queued: a study evaluates a record as soon as its runs are trained, in the
+  first free slot, while the other slots go on training. Their outcomes come after those of
+  ``cells``, in the order they were added.
 
 :class:`LocalExecutor` runs the cells one after another in this process. :class:`RayExecutor`
 submits each cell as a Ray task (``ray.init()`` of a local cluster, or ``address=`` of an
@@ -23,7 +27,8 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -132,15 +137,17 @@ class Executor:
         fn: Callable[[C], Any],
         cells: Sequence[C],
         *,
-        on_result: Callable[[CellOutcome[C]], None] | None = None,
+        on_result: Callable[[CellOutcome[C]], Iterable[C] | None] | None = None,
         on_failure: Callable[[C, int, str], None] | None = None,
     ) -> list[CellOutcome[C]]:
-        """Run ``fn(cell)`` for every cell; outcomes come back in the order of ``cells``.
+        """Run ``fn(cell)`` for every cell; outcomes come back in the order of ``cells``, then
+        those of the follow-ups in the order they were added.
 
         Args:
             fn: a module-level function (Ray pickles it by reference).
             cells: picklable requests.
-            on_result: called with each final outcome (success or last failure) as it arrives.
+            on_result: called with each final outcome (success or last failure) as it arrives;
+                may return follow-up cells, which run before every cell still queued.
             on_failure: called with ``(cell, attempt, error)`` after every failed attempt.
         """
         raise NotImplementedError
@@ -161,8 +168,10 @@ class LocalExecutor(Executor):
     name = "local"
 
     def map(self, fn, cells, *, on_result=None, on_failure=None):
-        outcomes = []
-        for cell in cells:
+        grid = _Grid(cells)
+        while grid:
+            index = grid.pop()
+            cell = grid.cells[index]
             attempt = 0
             while True:
                 attempt += 1
@@ -183,10 +192,37 @@ class LocalExecutor(Executor):
                         cell, True, value, "", attempt, time.perf_counter() - started
                     )
                 break
-            if on_result is not None:
-                on_result(outcome)
-            outcomes.append(outcome)
-        return outcomes
+            grid.finish(index, outcome, on_result(outcome) if on_result is not None else None)
+        return grid.results()
+
+
+class _Grid:
+    """A map's cells, their outcomes and the order in which the rest are submitted: the cells
+    in order, with follow-ups (returned by ``on_result``) ahead of those still waiting."""
+
+    def __init__(self, cells: Sequence[Any]) -> None:
+        self.cells = list(cells)
+        self.outcomes: list[CellOutcome | None] = [None] * len(self.cells)
+        self._waiting: deque[int] = deque(range(len(self.cells)))
+        self._follow_ups: deque[int] = deque()
+
+    def __bool__(self) -> bool:
+        """Cells are still waiting to be submitted."""
+        return bool(self._waiting or self._follow_ups)
+
+    def pop(self) -> int:
+        """The index of the next cell to submit."""
+        return (self._follow_ups or self._waiting).popleft()
+
+    def finish(self, index: int, outcome: CellOutcome, follow_ups: Iterable[Any] | None) -> None:
+        self.outcomes[index] = outcome
+        for cell in follow_ups or ():
+            self.cells.append(cell)
+            self.outcomes.append(None)
+            self._follow_ups.append(len(self.cells) - 1)
+
+    def results(self) -> list[CellOutcome]:
+        return [o for o in self.outcomes if o is not None]
 
 
 def _call(fn: Callable[[Any], Any], cell: Any) -> Any:
@@ -226,54 +262,48 @@ class RayExecutor(Executor):
     def map(self, fn, cells, *, on_result=None, on_failure=None):
         ray = self.ray
         fn_ref = ray.put(fn)
-        outcomes: list[CellOutcome | None] = [None] * len(cells)
+        grid = _Grid(cells)
         pending: dict[Any, tuple[int, int, float]] = {}
 
         def submit(index: int, attempt: int) -> None:
-            pending[self._remote.remote(fn_ref, cells[index])] = (
+            pending[self._remote.remote(fn_ref, grid.cells[index])] = (
                 index,
                 attempt,
                 time.perf_counter(),
             )
 
-        # At most one cell in flight per slot of the cluster, the rest queued here: a map
-        # started from ``on_result`` (a study evaluates a record as soon as its runs are
-        # trained) then takes the next free slot instead of waiting behind every queued cell.
-        queued = iter(range(len(cells)))
-
+        # At most one cell in flight per slot of the cluster, the rest waiting here, so that a
+        # follow-up (returned by ``on_result``) takes the next free slot instead of queueing in
+        # Ray behind every cell already submitted.
         def top_up() -> None:
             for _ in range(max(self.slots() - len(pending), 0)):
-                index = next(queued, None)
-                if index is None:
+                if not grid:
                     return
-                submit(index, 1)
+                submit(grid.pop(), 1)
 
         top_up()
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             ref = ready[0]
             index, attempt, started = pending.pop(ref)
+            cell = grid.cells[index]
             try:
                 value = ray.get(ref)
             except Exception as exc:  # noqa: BLE001 - RayTaskError, WorkerCrashedError, ...
                 error = _describe(getattr(exc, "cause", None) or exc)
                 if on_failure is not None:
-                    on_failure(cells[index], attempt, error)
+                    on_failure(cell, attempt, error)
                 if attempt <= self.max_retries:
                     submit(index, attempt + 1)
                     continue
                 outcome = CellOutcome(
-                    cells[index], False, None, error, attempt, time.perf_counter() - started
+                    cell, False, None, error, attempt, time.perf_counter() - started
                 )
             else:
-                outcome = CellOutcome(
-                    cells[index], True, value, "", attempt, time.perf_counter() - started
-                )
-            outcomes[index] = outcome
-            if on_result is not None:
-                on_result(outcome)
+                outcome = CellOutcome(cell, True, value, "", attempt, time.perf_counter() - started)
+            grid.finish(index, outcome, on_result(outcome) if on_result is not None else None)
             top_up()
-        return [o for o in outcomes if o is not None]
+        return grid.results()
 
     def slots(self) -> int:
         """Cells the cluster runs at once (its CPUs / ``task_cpus``, at least 1)."""

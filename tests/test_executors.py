@@ -111,22 +111,50 @@ def started_at(seconds: float) -> float:
     return start
 
 
-def test_ray_a_map_started_from_on_result_takes_the_next_free_slot(ray_cluster):
-    """A study evaluates a record from ``on_result`` as soon as its runs are trained: that
-    evaluation must run in the next free slot, not behind every training cell still queued."""
+@pytest.mark.parametrize("name", EXECUTORS)
+def test_follow_ups_run_next_and_report_after_the_cells(name, make, tmp_path):
+    """``on_result`` may return follow-up cells: each runs (with retries) before the cells still
+    waiting, is reported to ``on_result`` in turn, and its outcome comes after the cells'."""
+    cells = [Flaky(str(tmp_path / f"c{i}"), i) for i in range(3)]
+    order: list[int] = []
+
+    def finished(outcome):
+        order.append(outcome.cell.value)
+        if outcome.cell.value == 0:  # two follow-ups, the second failing once
+            return [Flaky(str(tmp_path / "f1"), 10), Flaky(str(tmp_path / "f2"), 20, fail=1)]
+        if outcome.cell.value == 20:
+            return [Flaky(str(tmp_path / "f3"), 30)]  # a follow-up of a follow-up
+        return None
+
+    outcomes = make(name, max_retries=1).map(run_flaky, cells, on_result=finished)
+    assert [o.cell.value for o in outcomes] == [0, 1, 2, 10, 20, 30]
+    assert [o.value for o in outcomes] == [0, 10, 20, 100, 200, 300]
+    assert [o.attempts for o in outcomes] == [1, 1, 1, 1, 2, 1]
+    assert sorted(order) == [0, 1, 2, 10, 20, 30]  # each reported once
+    if name == "local":  # one at a time: the follow-ups run before cells 1 and 2
+        assert order == [0, 10, 20, 30, 1, 2]
+
+
+def test_ray_a_follow_up_takes_the_next_free_slot(ray_cluster):
+    """A study evaluates a record (a follow-up) as soon as its runs are trained: it must run in
+    the next free slot, not behind the training cells still waiting, and while it runs the other
+    slot goes on training (a slot freed meanwhile takes the next cell at once)."""
     executor = RayExecutor(max_retries=0)
     assert executor.slots() == 2  # the fixture's 2-CPU cluster
-    inner: list[float] = []
+    reported: list[float] = []
+    cells = [1.0, 3.0, 1.0, 1.0]
 
-    def evaluate_now(outcome) -> None:
-        if not inner:  # after the first training cell only
-            inner.extend(o.value for o in executor.map(started_at, [0.0]))
+    def evaluate_after_the_first(outcome):
+        reported.append(outcome.cell)
+        return [4.0] if len(reported) == 1 else None  # after cell 0, at ~1 s, until ~5 s
 
-    outer = executor.map(started_at, [1.0, 2.5, 1.0, 1.0], on_result=evaluate_now)
-    starts = [o.value for o in outer]
-    assert all(o.ok for o in outer) and len(inner) == 1
-    assert inner[0] < starts[2] and inner[0] < starts[3]  # not queued behind cells 2 and 3
-    assert starts[2] >= starts[0] + 1.0  # cell 2 waited for a slot: two in flight at most
+    outcomes = executor.map(started_at, cells, on_result=evaluate_after_the_first)
+    starts = [o.value for o in outcomes]
+    assert [o.cell for o in outcomes] == [*cells, 4.0] and all(o.ok for o in outcomes)
+    follow_up = starts[4]
+    assert follow_up < starts[2] and follow_up < starts[3]  # not behind cells 2 and 3
+    assert starts[2] < follow_up + 4.0  # cell 1's slot (free at ~3 s) did not wait for it
+    assert starts[2] >= starts[1] + 3.0  # two in flight at most: cell 2 waited for cell 1
 
 
 def test_ray_reruns_the_task_of_a_dead_worker(ray_cluster, tmp_path):

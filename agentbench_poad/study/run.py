@@ -187,6 +187,11 @@ def _train_job(job: _TrainJob) -> dict[str, Any]:
     return {"run_dir": str(run_dir), "resumed": resume}
 
 
+def _study_job(job: _TrainJob | EvalTask) -> Any:
+    """One cell of a study's executor: a run to train or a record to make."""
+    return _train_job(job) if isinstance(job, _TrainJob) else _eval_job(job)
+
+
 def _eval_job(task: EvalTask) -> str:
     """Evaluate one task, write its record; returns the record path."""
     from agentbench_poad.leaderboard.from_run import record_from_runs
@@ -349,31 +354,32 @@ def run_study(
                 log(f"evaluate {task.key}")
         return ready
 
-    with get_executor(executor, address=address, max_retries=max_retries) as runner:
-
-        def failed(job: Any, attempt: int, error: str) -> None:
-            log(f"FAILED (attempt {attempt}) {_describe(job)}: {error.splitlines()[0]}")
-
-        def run_evals(tasks: list[EvalTask]) -> None:
-            for outcome in runner.map(_eval_job, tasks, on_failure=failed):
-                if outcome.ok:
-                    result.records.append(outcome.value)
-                else:
-                    result.failed.append(outcome.cell.key)
-
-        def trained(outcome: Any) -> None:
-            if outcome.ok:
-                result.trained.append(outcome.cell.cell.run_dir)
-            else:
-                result.failed.append(outcome.cell.cell.run_dir)
-            # A record is written as soon as its runs are trained, not after the whole grid:
+    def finished(outcome: Any) -> list[EvalTask]:
+        job = outcome.cell
+        if isinstance(job, _TrainJob):
+            (result.trained if outcome.ok else result.failed).append(job.cell.run_dir)
+            # A record is made as soon as its runs are trained, not after the whole grid: its
+            # evaluations take the next free slots while the other slots go on training, and
             # a long study stopped midway keeps every record it could already make.
-            if evaluate:
-                run_evals(take_ready(trained_only=True))
+            return take_ready(trained_only=True) if evaluate else []
+        if outcome.ok:
+            result.records.append(outcome.value)
+        else:
+            result.failed.append(job.key)
+        return []
 
-        runner.map(_train_job, todo, on_result=trained, on_failure=failed)
+    def failed(job: Any, attempt: int, error: str) -> None:
+        log(f"FAILED (attempt {attempt}) {_describe(job)}: {error.splitlines()[0]}")
+
+    with get_executor(executor, address=address, max_retries=max_retries) as runner:
+        # Evaluations whose runs were trained by an earlier call go first; evaluation-only
+        # tasks (untrained models, no runs) go after the training.
+        first: list[Any] = [*(take_ready(trained_only=True) if evaluate else []), *todo]
+        runner.map(_study_job, first, on_result=finished, on_failure=failed)
         if evaluate:
-            run_evals(take_ready(trained_only=False))
+            runner.map(
+                _study_job, take_ready(trained_only=False), on_result=finished, on_failure=failed
+            )
     return result
 
 
