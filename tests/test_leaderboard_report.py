@@ -5,6 +5,7 @@ test_leaderboard_report_browser.py.)"""
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -355,6 +356,47 @@ def test_committed_results_page_equals_its_generated_tables():
     assert regenerated == text, (
         "docs/results.md differs from the records; run "
         "`agentbench-poad leaderboard results-tables --write docs/results.md`"
+    )
+
+
+#: "+0.660 [+0.161, +1.053]": an IQM difference and its 95 % CI, as the comparison tables print.
+QUOTED_INTERVAL = re.compile(r"([+-]\d\.\d{3}) \[([+-]\d\.\d{3}), ([+-]\d\.\d{3})\]")
+#: "0.947 ± 0.133": a record's mean score and standard error.
+QUOTED_MEAN = re.compile(r"\d\.\d{3} ± \d\.\d{3}")
+
+
+def _flip(number: str) -> str:
+    return ("-" if number[0] == "+" else "+") + number[1:]
+
+
+def test_numbers_quoted_in_the_results_prose_are_the_records():
+    """The verdicts of docs/results.md quote IQM differences with their CIs and mean ± s.e.
+    scores in prose, outside the generated tables: each must be in today's tables (a difference
+    in either direction, "A − B" or "B − A") or, for a score, in a committed record (the history
+    and the runs kept off the board included). New records that change a table thus fail here
+    until the prose that quotes it is rewritten."""
+    text = RESULTS_MD.read_text(encoding="utf-8").replace("−", "-")
+    generated = "\n".join(m.group("body") for m in MARKER.finditer(text))
+    prose = MARKER.sub("", text)
+    intervals = QUOTED_INTERVAL.findall(prose)
+    assert len(intervals) >= 3  # the Tomato Salad verdicts quote them
+    stale = [
+        f"{d} [{lo}, {hi}]"
+        for d, lo, hi in intervals
+        if f"{d} [{lo}, {hi}]" not in generated
+        and f"{_flip(d)} [{_flip(hi)}, {_flip(lo)}]" not in generated
+    ]
+    assert stale == [], f"quoted in the prose but in no generated table: {stale}"
+    files = [*RESULTS.glob("*.json"), *(ROOT / "leaderboard" / "history").rglob("*.json")]
+    files += (ROOT / "runs").glob("*/*__*.json")  # records kept beside their runs
+    scores = set()
+    for path in files:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(record, dict) and "scores" in record:
+            scores.add(f"{record['scores']['mean']:.3f} ± {record['scores']['stderr']:.3f}")
+    quoted = set(QUOTED_MEAN.findall(prose))
+    assert quoted and quoted <= scores | set(QUOTED_MEAN.findall(generated)), (
+        f"scores quoted in the prose that no record has: {sorted(quoted - scores)}"
     )
 
 
