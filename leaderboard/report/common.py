@@ -92,14 +92,17 @@ def hours(seconds: float) -> str:
 
 
 # -- records -----------------------------------------------------------------------------------
-def agent_label(record: dict[str, Any]) -> str:
-    """Agent, base model and training env: the same label on every env the agent is scored on."""
+def agent_label(record: dict[str, Any], *, source: bool = False) -> str:
+    """Agent, base model and training env: the same label on every env the agent is scored on.
+
+    ``source``: name the training env also when the record is scored on it (a table whose row
+    joins a model's scores on its training task and on unseen ones)."""
     label = record["agent"]["name"]
     base = record["model"].get("base")
     if base:
         label += f" ({Path(base.rstrip('/')).name})"
     trained_on = (record.get("training") or {}).get("env_id")
-    if trained_on and trained_on != record["env"]["id"]:
+    if trained_on and (source or trained_on != record["env"]["id"]):
         label += f" [trained on {trained_on}]"
     if is_exploratory(record):
         label += " [exploratory]"

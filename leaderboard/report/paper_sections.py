@@ -72,11 +72,10 @@ def generalisation_section(inputs: Inputs) -> Section:
     source = layout.get("trained_on")
     for env_id, _ in columns:
         for r in inputs.by_env.get(env_id, []):
-            label, sc = agent_label(r), r["scores"]
-            if env_id == source and (r.get("training") or {}).get("env_id") == source:
-                # a model trained on the source task, scored there: the same row as its scores
-                # on the unseen tasks (which carry the "[trained on ...]" label)
-                label += f" [trained on {source}]"
+            # a model trained on the source task, scored there: the same row as its scores on
+            # the unseen tasks (which carry the "[trained on ...]" label)
+            on_source = env_id == source and (r.get("training") or {}).get("env_id") == source
+            label, sc = agent_label(r, source=on_source), r["scores"]
             # the discounted return when the record logs it for every seed; else, marked, the
             # undiscounted return (records made before episodes logged a discounted return)
             n = n_seeds(r)
