@@ -81,6 +81,9 @@ PALETTE = (
 )
 WIDTH_IN = 8.0
 LABEL_WIDTH = 40  # characters per line of an agent label before it wraps
+#: characters per line of a chart title before it wraps (a browser may draw it wider than
+#: matplotlib measured it; 80 ran past a 576 pt chart)
+TITLE_WIDTH = 60
 
 
 class AgentColors:
@@ -148,7 +151,7 @@ def _interval_chart(chart: IntervalChart, colors: AgentColors) -> Figure:
     ax.set_xlim(lo - pad, hi + pad)
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_xlabel(chart.x_label)
-    ax.set_title(wrap(chart.title, 80))
+    ax.set_title(wrap(chart.title, TITLE_WIDTH))
     return fig
 
 
@@ -197,7 +200,7 @@ def _curve_chart(chart: CurveChart, colors: AgentColors) -> Figure:
             linewidth=1.5,
             label=f"{marker.label}: {marker.value:g}",
         )
-    ax.set_title(wrap(chart.title, 80))
+    ax.set_title(wrap(chart.title, TITLE_WIDTH))
     _legend(fig, ax, n)
     return fig
 
@@ -230,7 +233,7 @@ def _profile_chart(chart: ProfileChart, colors: AgentColors) -> Figure:
         labelsize="medium",
         ticklabelsize="small",
     )
-    ax.set_title(wrap(chart.title, 80))
+    ax.set_title(wrap(chart.title, TITLE_WIDTH))
     _legend(fig, ax, len(chart.curves))
     return fig
 
