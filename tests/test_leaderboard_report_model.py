@@ -407,7 +407,10 @@ def test_comparison_has_a_performance_profile_over_the_table1_tasks(committed, s
     section = build_model(committed, shipped, built=BUILT).section("pairwise")
     (profile,) = [c for c in section.charts() if isinstance(c, ProfileChart)]
     labels = {c.label: c for c in profile.curves}
-    trained = "ntpo (smollm2-135m) [trained on VirtualHome-FoodPreparation-v0]"
+    source = "VirtualHome-FoodPreparation-v0"
+    ntpo = next(r for r in committed if r["agent"]["name"] == "ntpo" and r["env"]["id"] == source)
+    trained = agent_label(ntpo, source=True)  # the same label as its Table 1 row
+    assert trained.startswith(f"ntpo (smollm2-135m) [trained on {source}]")
     assert trained in labels and "oracle" in labels
     assert len(profile.thresholds) == 21
     oracle = labels["oracle"]  # succeeds on every episode: every run above every τ < 1

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -185,14 +184,13 @@ def _profile(inputs: Inputs) -> list[Any]:
             groups[key].setdefault(env_id, r)
     matrices: dict[str, np.ndarray] = {}
     agents: dict[str, str] = {}
-    for (name, base, trained_on), by_task in sorted(groups.items()):
+    for (name, _, _), by_task in sorted(groups.items()):
         if len(by_task) != len(tasks):
             continue
         columns = [seed_success(by_task[e]) for e in tasks]
         if len({len(c) for c in columns}) != 1 or len(columns[0]) < 2:
             continue
-        label = name + (f" ({Path(base.rstrip('/')).name})" if base else "")
-        label += f" [trained on {trained_on}]" if trained_on else ""
+        label = agent_label(by_task[tasks[0]], source=True)  # Table 1's row label
         matrices[label] = np.asarray(columns, dtype=float).T  # runs × tasks
         agents[label] = name
     if len(matrices) < 2:
