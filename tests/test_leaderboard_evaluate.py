@@ -211,7 +211,9 @@ def test_two_commands_evaluate_a_users_agent_and_put_it_on_the_board(tmp_path, c
     )
     assert f"record: {record_file}" in capsys.readouterr().out
     assert not record_file.with_suffix(".partial.jsonl").exists()
-    assert main(["leaderboard", "--store", str(store), "add", str(record_file)]) == 0
+    # A developer's tree (or a study writing into runs/) may have uncommitted changes.
+    add = ["leaderboard", "--store", str(store), "add", str(record_file), "--allow-dirty"]
+    assert main(add) == 0
     (record,) = load_records(store)
     assert record["agent"]["name"] == "always-right" and record["agent"]["version"] == "1.2"
     assert record["scores"]["success_rate"] == 1.0
@@ -221,7 +223,7 @@ def test_two_commands_evaluate_a_users_agent_and_put_it_on_the_board(tmp_path, c
     )
     assert main(["leaderboard", "--store", str(store), "list"]) == 0
     assert "always-right" in capsys.readouterr().out
-    assert main(["leaderboard", "--store", str(store), "add", str(record_file)]) == 2
+    assert main(add) == 2
     assert "already exists" in capsys.readouterr().err
 
 
