@@ -487,6 +487,16 @@ def test_a_row_without_anchors_of_its_env_kwargs_is_not_normalised(committed, sh
     assert "anchors on this env: oracle (no env kwargs), oracle (max_episode_steps=30)" in (
         table.caption
     )
-    # the sandbox a DataSciCoding row ran in does not keep it from its anchors
+    # the sandbox a DataSciCoding row ran in does not keep it from its anchors (a trained row
+    # of the earlier study, retired to the history beside the store)
+    retired = (
+        RESULTS.parent
+        / "history"
+        / "smollm2-cpu"
+        / "DataSciCoding-iris-v0__poad__smollm2-135m.json"
+    )
+    dsc = json.loads(retired.read_text(encoding="utf-8"))
+    assert dsc["config"]["env_kwargs"].get("sandbox")
+    report = build_model([*committed, dsc], shipped, built=BUILT)
     (iris,) = report.section("env-DataSciCoding-iris-v0").tables()
     assert iris.row("poad (smollm2-135m)").cells[iris.header.index("normalised")] == "0.000"
