@@ -370,6 +370,12 @@ def test_a_new_studys_record_moves_the_earlier_studys_record_to_the_history(tiny
     assert json.loads(Path(new_path).read_text())["config"]["study"]["study"] == "new"
     kept = tmp_path / "history" / "old" / Path(old_path).name
     assert kept.read_text() == old
+    # re-running the earlier study finds its evaluation done (its record is history now): it
+    # neither makes the record again nor pushes the newer study's record off the board
+    rerun = run_study(spec("old"), out=tmp_path / "a", records=records, log=lambda _: None)
+    assert rerun.records == [] and len(rerun.skipped_evals) == 1 and rerun.failed == []
+    assert json.loads(Path(new_path).read_text())["config"]["study"]["study"] == "new"
+    assert kept.read_text() == old
     (tmp_path / "d").mkdir()
     (tmp_path / "history" / "new").mkdir()
     (tmp_path / "history" / "new" / kept.name).write_text("{}")  # the history slot is taken
@@ -687,3 +693,51 @@ def test_progress_counts_states_steps_left_and_the_finished_runs_pace(tiny_model
     assert progress.seconds_per_step == {ENV: pytest.approx(wall / 24)}
     assert progress.hours_left == pytest.approx((24 - batch + 24) * wall / 24 / 3600)
     assert any("env steps left" in line for line in progress.lines())
+
+
+def test_a_retired_record_is_not_made_again_and_a_moved_checkout_keeps_its_evaluations(
+    tiny_model, tmp_path
+):
+    """``eval_done`` looks the record up by name in the records folder and in its history."""
+    from agentbench_poad.leaderboard.records import move_to_history
+
+    first = tmp_path / "first"
+    spec = first / "s.json"
+    first.mkdir()
+    spec.write_text(
+        json.dumps(
+            {
+                "study": {
+                    "name": "s",
+                    "model": str(tiny_model),
+                    "seeds": [0],
+                    "total_steps": {ENV: 6},
+                },
+                "eval": {"episodes": 2},
+                "group": [{"agents": [RANDOM], "envs": [ENV]}],
+            }
+        )
+    )
+    (record,) = run_study(
+        spec, out=first / "out", records=first / "records", log=lambda _: None
+    ).records
+    moved = tmp_path / "moved"
+    first.rename(moved)  # a clone of the checkout elsewhere: done.json names the old path
+    again = run_study(
+        moved / "s.json", out=moved / "out", records=moved / "records", log=lambda _: None
+    )
+    assert again.records == [] and len(again.skipped_evals) == 1
+    retired = move_to_history(moved / "records" / Path(record).name, "s")
+    assert retired == moved / "history" / "s" / Path(record).name
+    third = run_study(
+        moved / "s.json", out=moved / "out", records=moved / "records", log=lambda _: None
+    )
+    assert third.records == [] and len(third.skipped_evals) == 1
+    assert not (moved / "records" / Path(record).name).exists()  # it stays off the board
+    # a re-evaluation is asked for by deleting the evaluation's done.json
+    for done in (moved / "out" / "evals").glob("*/done.json"):
+        done.unlink()
+    fourth = run_study(
+        moved / "s.json", out=moved / "out", records=moved / "records", log=lambda _: None
+    )
+    assert len(fourth.records) == 1 and Path(fourth.records[0]).exists()

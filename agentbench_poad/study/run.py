@@ -276,13 +276,31 @@ def supersede(path: Path, study: str) -> Path | None:
 
 
 def eval_done(task: EvalTask) -> bool:
-    """The task's record was written (and still exists)."""
+    """The task's record was written and is still its study's.
+
+    Done means the evaluation's ``done.json`` names a record file, and ``task.records_dir``
+    holds that file with a record of ``task.study``, or the history beside it holds it: the
+    record was superseded by another study's record of the same id (:func:`supersede`) or
+    taken off the board with ``agentbench-poad leaderboard retire``. So re-running an earlier
+    study neither brings its retired rows back to the board nor pushes a newer study's rows
+    off it; delete the evaluation's ``done.json`` to evaluate again. The record is looked up by
+    file name in ``task.records_dir``, so a checkout moved or cloned elsewhere keeps its
+    finished evaluations.
+    """
+    from agentbench_poad.leaderboard.records import history_path, record_study
+
     done = Path(task.eval_dir) / "done.json"
     if not done.exists():
         return False
     try:
-        return Path(json.loads(done.read_text())["record"]).exists()
-    except (json.JSONDecodeError, KeyError):
+        path = Path(task.records_dir) / Path(json.loads(done.read_text())["record"]).name
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return False
+    if history_path(path, task.study).exists():
+        return True
+    try:
+        return record_study(json.loads(path.read_text())) == task.study
+    except (OSError, ValueError, AttributeError):
         return False
 
 
