@@ -669,7 +669,8 @@ def test_a_groups_cells_go_seed_by_seed_across_its_agents(tiny_model, tmp_path):
 
 def test_progress_counts_states_steps_left_and_the_finished_runs_pace(tiny_model, tmp_path):
     """`study --dry-run`'s summary: runs and evaluations by state, env steps still to train (a
-    partial run from its newest checkpoint) and the wall time per env step of finished runs."""
+    partial run from its newest checkpoint) and the wall time per env step of finished runs
+    (of unfinished runs, to their newest checkpoint, while none has finished)."""
     from agentbench_poad.study.run import study_progress
     from agentbench_poad.study.wall_time import run_wall_time
 
@@ -678,15 +679,30 @@ def test_progress_counts_states_steps_left_and_the_finished_runs_pace(tiny_model
     before = study_progress(study)
     assert before.runs == {"new": 3} and before.evals == {"todo": 1}
     assert before.steps_left == {ENV: 3 * 24} and before.hours_left is None
-    # seed 0 finishes, seed 1 stops after one update, seed 2 does not start
-    for index, max_updates in ((0, None), (1, 1)):
+
+    def train(index: int, max_updates: int | None) -> None:
         only = load_study(spec, out=tmp_path / "out")
         only.cells[:] = [only.cells[index]]
         run_study(only, max_updates=max_updates, evaluate=False, log=lambda line: None)
-    first = Path(study.cells[0].run_dir)
-    config = json.loads((Path(study.cells[1].run_dir) / "config.json").read_text())
+
+    # seed 1 stops after one update: while no run has finished, its pace is the estimate
+    train(1, 1)
+    second = Path(study.cells[1].run_dir)
+    config = json.loads((second / "config.json").read_text())
     batch = config["algorithm"]["num_envs"] * config["algorithm"]["rollout_length"]
+    early = study_progress(load_study(spec, out=tmp_path / "out"))
+    assert early.runs == {"partial": 1, "new": 2} and early.unfinished_pace == {ENV}
+    assert early.seconds_per_step == {ENV: pytest.approx(run_wall_time(second) / batch)}
+    assert early.hours_left == pytest.approx(
+        (3 * 24 - batch) * run_wall_time(second) / batch / 3600
+    )
+    assert any("from unfinished runs" in line for line in early.lines()), early.lines()
+    # seed 0 finishes, seed 2 does not start: the finished run's pace takes over
+    train(0, None)
+    first = Path(study.cells[0].run_dir)
     progress = study_progress(load_study(spec, out=tmp_path / "out"))
+    assert progress.unfinished_pace == frozenset()
+    assert not any("unfinished" in line for line in progress.lines())
     assert progress.runs == {"done": 1, "partial": 1, "new": 1}
     assert progress.steps_left == {ENV: (24 - batch) + 24}
     wall = run_wall_time(first)

@@ -75,13 +75,17 @@ class StudyProgress:
     waiting: int
     #: env id -> env steps still to train (a partial run counts from its newest checkpoint)
     steps_left: dict[str, int]
-    #: env id -> seconds of training wall time per env step of the finished runs on it
+    #: env id -> seconds of training wall time per env step of the finished runs on it; for an
+    #: env with no finished run, of its unfinished runs up to their newest checkpoint (an
+    #: overestimate by at most the work after that checkpoint)
     seconds_per_step: dict[str, float]
+    #: the envs whose pace comes from unfinished runs
+    unfinished_pace: frozenset[str] = frozenset()
 
     @property
     def hours_left(self) -> float | None:
-        """Run time still to train at the finished runs' pace, one run at a time (cells that run
-        side by side divide it); None where an env with steps left has no finished run yet."""
+        """Run time still to train at :attr:`seconds_per_step`, one run at a time (cells that
+        run side by side divide it); None where an env with steps left has no pace yet."""
         if any(env not in self.seconds_per_step for env in self.steps_left):
             return None
         return sum(n * self.seconds_per_step[env] for env, n in self.steps_left.items()) / 3600
@@ -96,9 +100,10 @@ class StudyProgress:
             per_env = "; ".join(
                 f"{env} {n:,}"
                 + (
-                    f" ({1000 * self.seconds_per_step[env]:.0f} s per 1,000 steps so far)"
+                    f" ({1000 * self.seconds_per_step[env]:.0f} s per 1,000 steps so far"
+                    + (", from unfinished runs)" if env in self.unfinished_pace else ")")
                     if env in self.seconds_per_step
-                    else " (no finished run yet)"
+                    else " (no run trained yet)"
                 )
                 for env, n in sorted(self.steps_left.items())
             )
@@ -110,7 +115,7 @@ class StudyProgress:
                 + (
                     f"about {hours:.1f} h"
                     if hours is not None
-                    else "unknown for an env with no finished run"
+                    else "unknown for an env with no run trained yet"
                 )
                 + " (cells that run side by side divide it)"
             )
@@ -118,32 +123,37 @@ class StudyProgress:
 
 
 def study_progress(study: Study) -> StudyProgress:
-    """Counts, env steps left and the pace of the finished runs (wall time per env step, from
-    each run's ``study_wall_time.json``)."""
+    """Counts, env steps left and the pace per env (wall time per env step, from each run's
+    ``study_wall_time.json``): of its finished runs, or, while none has finished, of its
+    unfinished runs up to their newest checkpoint."""
     runs: dict[str, int] = {}
     steps_left: dict[str, int] = {}
-    seconds: dict[str, float] = {}
-    steps: dict[str, int] = {}
+    # env id -> [seconds, steps] of the finished runs (index 0) and of the unfinished ones (1)
+    paced: dict[str, list[list[float]]] = {}
     for cell in study.cells:
         state, done = _state_and_steps(cell)
         runs[state] = runs.get(state, 0) + 1
-        if state == "done":
-            wall = run_wall_time(cell.run_dir)
-            if wall is not None:
-                seconds[cell.env_id] = seconds.get(cell.env_id, 0.0) + wall
-                steps[cell.env_id] = steps.get(cell.env_id, 0) + cell.total_steps
-            continue
-        steps_left[cell.env_id] = steps_left.get(cell.env_id, 0) + cell.total_steps - done
+        if state != "done":
+            steps_left[cell.env_id] = steps_left.get(cell.env_id, 0) + cell.total_steps - done
+        wall = run_wall_time(cell.run_dir) if done else None
+        if wall is not None:
+            pace = paced.setdefault(cell.env_id, [[0.0, 0], [0.0, 0]])[state != "done"]
+            pace[0] += wall
+            pace[1] += done
     evals: dict[str, int] = {}
     for task in study.evals:
         state = "done" if eval_done(task) else "todo"
         evals[state] = evals.get(state, 0) + 1
+    seconds_per_step: dict[str, float] = {}
+    unfinished: set[str] = set()
+    for env, (finished, partial) in paced.items():
+        if finished[1]:
+            seconds_per_step[env] = finished[0] / finished[1]
+        elif partial[1]:
+            seconds_per_step[env] = partial[0] / partial[1]
+            unfinished.add(env)
     return StudyProgress(
-        runs,
-        evals,
-        len(study.pending),
-        steps_left,
-        {env: seconds[env] / steps[env] for env in seconds if steps[env]},
+        runs, evals, len(study.pending), steps_left, seconds_per_step, frozenset(unfinished)
     )
 
 
