@@ -5,10 +5,11 @@ small model hold no reward at all. With advantages normalised per minibatch (the
 docs/reference.md#deviation-advantage-normalisation) such a batch's advantages are the critic's noise rescaled to unit variance,
 so PPO still takes a full step. This script reads training runs' ``metrics.jsonl`` and compares,
 per run, the updates whose batch reward is exactly zero with the others: how many there are, their
-mean approximate KL between the sampling and the updated policy, their mean policy gradient norm,
-how many policy steps PPO took and how many minibatches the ``target_kl`` guard skipped (the guard
-bounds the KL of every update, so the steps taken matter as much as the KL), and the token entropy
-at the first and the last update. It measures; it does not establish cause
+mean approximate KL between the sampling and the updated policy, their median policy gradient
+norm (before clipping; the token-level agents' norm spikes to 1e4-1e7 on a few updates, which
+would decide a mean), how many policy steps PPO took and how many minibatches the ``target_kl``
+guard skipped (the guard bounds the KL of every update, so the steps taken matter as much as the
+KL), and the entropy at the first and the last update. It measures; it does not establish cause
 (that needs an ablation). Example::
 
     python studies/update_stats.py \\
@@ -23,9 +24,16 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 from pathlib import Path
 
-STATISTICS = ("approx_kl", "policy_grad_norm", "policy_steps", "skipped_kl")
+#: The statistics per group of updates, and how each is summarised over the group's updates.
+STATISTICS = {
+    "approx_kl": "mean",
+    "policy_grad_norm": "median",
+    "policy_steps": "mean",
+    "skipped_kl": "mean",
+}
 #: The names newer runs log these under (issue 27: ``policy_steps_taken``/``_skipped``).
 _RENAMED = {"policy_steps": "policy_steps_taken", "skipped_kl": "policy_steps_skipped"}
 
@@ -37,9 +45,12 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return RunDirectory(run_dir).read_metrics()
 
 
-def _mean(values: list[float]) -> float | None:
+def _summary(values: list[float], how: str) -> float | None:
+    """The mean or median of the finite ``values``; None without any."""
     values = [v for v in values if v is not None and math.isfinite(v)]
-    return sum(values) / len(values) if values else None
+    if not values:
+        return None
+    return statistics.median(values) if how == "median" else sum(values) / len(values)
 
 
 def summarise(lines: list[dict]) -> dict:
@@ -50,9 +61,9 @@ def summarise(lines: list[dict]) -> dict:
     summary = {"updates": len(lines)}
     for name, rows in groups.items():
         summary[name] = {"updates": len(rows)}
-        for key in STATISTICS:
-            summary[name][key] = _mean(
-                [row[key] if key in row else row.get(_RENAMED.get(key, key)) for row in rows]
+        for key, how in STATISTICS.items():
+            summary[name][key] = _summary(
+                [row[key] if key in row else row.get(_RENAMED.get(key, key)) for row in rows], how
             )
     entropies = [row["entropy"] for row in lines if row.get("entropy") is not None]
     summary["entropy_first"] = entropies[0] if entropies else None
@@ -70,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the statistics as JSON")
     args = parser.parse_args(argv)
 
-    result = {"statistics": list(STATISTICS), "runs": []}
+    result = {"statistics": STATISTICS, "runs": []}
     print(
-        "run | updates zero/reward | approx_kl zero/reward | grad norm zero/reward | "
+        "run | updates zero/reward | approx_kl zero/reward | median grad norm zero/reward | "
         "steps taken zero/reward | skipped zero/reward | entropy"
     )
     for run_dir in args.runs:

@@ -39,8 +39,16 @@ def test_summary_matches_a_plain_split(lines):
         chosen = [row for row in rows if keep(row["reward_mean"])]
         assert summary[name]["updates"] == len(chosen)
         for key in ("approx_kl", "policy_grad_norm", "policy_steps", "skipped_kl"):
-            values = [row[key] for row in chosen if row[key] is not None]
-            expected = sum(values) / len(values) if values else None
+            values = sorted(row[key] for row in chosen if row[key] is not None)
+            if not values:
+                expected = None
+            elif key == "policy_grad_norm":  # the median: rare spikes must not decide it
+                middle = len(values) // 2
+                expected = (
+                    values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+                )
+            else:
+                expected = sum(values) / len(values)
             got = summary[name][key]
             assert (got is None) == (expected is None)
             if expected is not None:
@@ -79,6 +87,7 @@ def test_cli_reads_runs_skips_a_cut_line_and_writes_json(tmp_path, capsys):
     assert row["updates"] == 2
     assert row["zero_reward"]["approx_kl"] == pytest.approx(0.04)
     assert row["reward"]["policy_grad_norm"] == pytest.approx(0.5)
+    assert result["statistics"]["policy_grad_norm"] == "median"
     assert (row["entropy_first"], row["entropy_last"]) == (2.6, 2.0)
     assert str(run) in capsys.readouterr().out
 
