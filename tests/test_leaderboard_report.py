@@ -499,7 +499,7 @@ def test_credit_table_compares_each_pair_on_equal_budgets_only(records):
     assert tables([poad])["credit"]().startswith("(no env has records")
 
 
-def test_guard_table_sums_the_policy_steps_of_each_trained_record(records):
+def test_guard_table_sums_the_policy_steps_of_each_training_once(records):
     poad = next(
         r for r in records if r["agent"]["name"] == "poad" and r["env"]["id"] == CORRIDOR_ID
     )
@@ -510,13 +510,19 @@ def test_guard_table_sums_the_policy_steps_of_each_trained_record(records):
         "policy_steps_skipped": 37,
         "config_source": {"chosen": {"target_kl": 0.1, "lr": 0.001}},
     }
-    table = tables([*records, counted])["guard"]()
+    # the same training evaluated on another env: its record shares the row, which counts it
+    unseen = copy.deepcopy(counted)
+    unseen["record_id"] += "__unseen"
+    unseen["env"]["id"] = "LeaderboardToy-Other-v0"
+    unseen["training"]["env_id"] = CORRIDOR_ID
+    table = tables([*records, counted, unseen])["guard"]()
     rows = _rows(table, CORRIDOR_ID)
     assert rows == [
         [
             CORRIDOR_ID,
             "gigpo (tiny-lm)",
             "lr 0.001, target_kl 0.1",
+            "2",
             "347",
             "37",
             f"{100 * 37 / 384:.1f} %",

@@ -170,31 +170,45 @@ def _config_text(record: dict[str, Any]) -> str:
 
 
 def guard_table(inputs: Inputs) -> str:
-    """The shared KL guard per trained record: the configuration its study chose, and the
-    policy steps PPO took and the guard skipped, summed over the record's training runs
-    (docs/agents.md, "One KL guard"). Records that do not count them are left out."""
-    rows = []
+    """The shared KL guard per training: the configuration its study chose, and the policy
+    steps PPO took and the guard skipped, summed over the training runs (docs/agents.md, "One
+    KL guard"). The records one training produced (its env and the unseen envs it was evaluated
+    on) share a row, which counts them. Records that do not count the steps are left out."""
+    trainings: dict[tuple[str, str, str, int, int], int] = {}
     for env_id in sorted(inputs.by_env):
-        for r in sorted(inputs.by_env[env_id], key=agent_label):
+        for r in inputs.by_env[env_id]:
             t = r.get("training") or {}
             taken, skipped = t.get("policy_steps_taken"), t.get("policy_steps_skipped")
             if taken is None or skipped is None:
                 continue
-            share = "--" if taken + skipped == 0 else f"{100 * skipped / (taken + skipped):.1f} %"
-            rows.append(
-                (
-                    env_id,
-                    agent_label(r),
-                    _config_text(r),
-                    thousands(taken),
-                    thousands(skipped),
-                    share,
-                )
-            )
-    if not rows:
+            trained_on = t.get("env_id") or env_id
+            label = agent_label({**r, "env": {**r["env"], "id": trained_on}})
+            key = (trained_on, label, _config_text(r), taken, skipped)
+            trainings[key] = trainings.get(key, 0) + 1
+    if not trainings:
         return "(no record counts the KL guard's policy steps yet)"
+    rows = [
+        (
+            trained_on,
+            label,
+            config,
+            str(count),
+            thousands(taken),
+            thousands(skipped),
+            "--" if taken + skipped == 0 else f"{100 * skipped / (taken + skipped):.1f} %",
+        )
+        for (trained_on, label, config, taken, skipped), count in sorted(trainings.items())
+    ]
     return md_table(
-        ("env", "agent", "chosen configuration", "policy steps taken", "skipped", "share skipped"),
+        (
+            "trained on",
+            "agent",
+            "chosen configuration",
+            "records",
+            "policy steps taken",
+            "skipped",
+            "share skipped",
+        ),
         rows,
     )
 

@@ -16,7 +16,7 @@ Tables (NAME): per env, the rows of our records (``env:<env id>``) and the learn
 (``curves:<env id>``); the paper's Table 1 layout with our rows, per seed for trained agents
 (``table1``); the comparison with POAD with its verdict words (``comparison``); credit
 assignment pair by pair, e.g. GiGPO against POAD, with the same statistics (``credit``); the
-KL guard's policy steps taken and skipped per trained record (``guard``); a study's tuning
+KL guard's policy steps taken and skipped per training (``guard``); a study's tuning
 from its runs (``tuning:SPEC:OUT``, paths relative to the repository root). The record tables
 live in :mod:`.record_tables`, the fair comparison's in :mod:`.fair_tables`; this module finds
 the regions, fills them and is the command.
