@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentbench_poad  # noqa: F401 - registers the ids
-from agentbench_poad.leaderboard.records import load_records, mean_stderr
+from agentbench_poad.leaderboard.records import history_path, load_records, mean_stderr
 from agentbench_poad.leaderboard.report import PAPER_RESULTS, build_model, load_paper
 from agentbench_poad.leaderboard.report.common import agent_label
 from agentbench_poad.leaderboard.report.html_page import render_html
@@ -489,11 +489,8 @@ def test_a_row_without_anchors_of_its_env_kwargs_is_not_normalised(committed, sh
     )
     # the sandbox a DataSciCoding row ran in does not keep it from its anchors (a trained row
     # of the earlier study, retired to the history beside the store)
-    retired = (
-        RESULTS.parent
-        / "history"
-        / "smollm2-cpu"
-        / "DataSciCoding-iris-v0__poad__smollm2-135m.json"
+    retired = history_path(
+        RESULTS / "DataSciCoding-iris-v0__poad__smollm2-135m.json", "smollm2-cpu"
     )
     dsc = json.loads(retired.read_text(encoding="utf-8"))
     assert dsc["config"]["env_kwargs"].get("sandbox")

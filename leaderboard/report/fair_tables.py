@@ -182,6 +182,7 @@ def guard_table(inputs: Inputs) -> str:
             if taken is None or skipped is None:
                 continue
             trained_on = t.get("env_id") or env_id
+            # the label its records carry on the training env (the column names that env)
             label = agent_label({**r, "env": {**r["env"], "id": trained_on}})
             key = (trained_on, label, _config_text(r), taken, skipped)
             trainings[key] = trainings.get(key, 0) + 1
