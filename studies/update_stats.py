@@ -9,7 +9,10 @@ mean approximate KL between the sampling and the updated policy, their median po
 norm (before clipping; the token-level agents' norm spikes to 1e4-1e7 on a few updates, which
 would decide a mean), how many policy steps PPO took and how many minibatches the ``target_kl``
 guard skipped (the guard bounds the KL of every update, so the steps taken matter as much as the
-KL), and the entropy at the first and the last update. It measures; it does not establish cause
+KL), and the entropy at the first and the last update. Per run it also counts the runaway
+updates, those whose pre-clip policy gradient norm exceeds ``RUNAWAY_GRAD_NORM``, and gives the
+largest policy loss: a PPO loss far above 1 means ``-ρÂ`` with a negative advantage and a ratio
+``ρ`` far above ``1 + ε``, the one case the clipped objective leaves unbounded. It measures; it does not establish cause
 (that needs an ablation). Example::
 
     python studies/update_stats.py \\
@@ -34,6 +37,9 @@ STATISTICS = {
     "policy_steps": "mean",
     "skipped_kl": "mean",
 }
+#: A pre-clip policy gradient norm above this (200 times the preset's clip of 0.5) marks an update
+#: as runaway: its step is still bounded by the clip, but its direction is set by a few tokens.
+RUNAWAY_GRAD_NORM = 100.0
 #: The names newer runs log these under (issue 27: ``policy_steps_taken``/``_skipped``).
 _RENAMED = {"policy_steps": "policy_steps_taken", "skipped_kl": "policy_steps_skipped"}
 
@@ -66,6 +72,12 @@ def summarise(lines: list[dict]) -> dict:
                 [row[key] if key in row else row.get(_RENAMED.get(key, key)) for row in rows], how
             )
     entropies = [row["entropy"] for row in lines if row.get("entropy") is not None]
+    norms = [row.get("policy_grad_norm") for row in lines]
+    summary["runaway_updates"] = sum(
+        1 for norm in norms if norm is not None and norm > RUNAWAY_GRAD_NORM
+    )
+    losses = [row["policy_loss"] for row in lines if row.get("policy_loss") is not None]
+    summary["max_policy_loss"] = max(losses) if losses else None
     summary["entropy_first"] = entropies[0] if entropies else None
     summary["entropy_last"] = entropies[-1] if entropies else None
     return summary
@@ -81,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the statistics as JSON")
     args = parser.parse_args(argv)
 
-    result = {"statistics": STATISTICS, "runs": []}
+    result = {"statistics": STATISTICS, "runaway_grad_norm": RUNAWAY_GRAD_NORM, "runs": []}
     print(
         "run | updates zero/reward | approx_kl zero/reward | median grad norm zero/reward | "
-        "steps taken zero/reward | skipped zero/reward | entropy"
+        "steps taken zero/reward | skipped zero/reward | runaway | max loss | entropy"
     )
     for run_dir in args.runs:
         try:
@@ -99,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{_fmt(zero['policy_grad_norm'])}/{_fmt(reward['policy_grad_norm'])} | "
             f"{_fmt(zero['policy_steps'])}/{_fmt(reward['policy_steps'])} | "
             f"{_fmt(zero['skipped_kl'])}/{_fmt(reward['skipped_kl'])} | "
+            f"{summary['runaway_updates']} | {_fmt(summary['max_policy_loss'])} | "
             f"{_fmt(summary['entropy_first'])} -> {_fmt(summary['entropy_last'])}",
             flush=True,
         )

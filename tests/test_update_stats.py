@@ -20,7 +20,8 @@ update_line = st.fixed_dictionaries(
     {
         "reward_mean": st.sampled_from([0.0, 0.0, 0.0078125, -0.25]),
         "approx_kl": finite,
-        "policy_grad_norm": st.one_of(st.none(), finite),
+        "policy_grad_norm": st.one_of(st.none(), finite, st.floats(min_value=50.0, max_value=1e8)),
+        "policy_loss": st.one_of(st.none(), st.floats(min_value=-5.0, max_value=1e6)),
         "policy_steps": finite,
         "skipped_kl": finite,
         "entropy": finite,
@@ -53,6 +54,13 @@ def test_summary_matches_a_plain_split(lines):
             assert (got is None) == (expected is None)
             if expected is not None:
                 assert got == pytest.approx(expected)
+    runaway = 0
+    for row in rows:
+        if row["policy_grad_norm"] is not None and row["policy_grad_norm"] > 100.0:
+            runaway += 1
+    assert summary["runaway_updates"] == runaway
+    losses = [row["policy_loss"] for row in rows if row["policy_loss"] is not None]
+    assert summary["max_policy_loss"] == (max(losses) if losses else None)
     assert summary["entropy_first"] == (rows[0]["entropy"] if rows else None)
     assert summary["entropy_last"] == (rows[-1]["entropy"] if rows else None)
 
