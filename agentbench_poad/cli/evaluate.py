@@ -337,7 +337,6 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
         evaluate_plan,
         output_path,
     )
-    from agentbench_poad.leaderboard.records import RecordError, add_record
 
     if not args.env_id:
         return die("--env is required with --agent (see `agentbench-poad envs` for the ids)")
@@ -384,21 +383,10 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
         (record,) = evaluate_plan(plan, provenance, out_dir=args.out, progress=not args.no_progress)
     except (ModelNotAvailable, DependencyNotInstalled) as exc:  # e.g. lm:NAME offline
         return die(str(exc))
-    sc = record["scores"]
-    failed = sum(s["failed_episodes"] for s in sc["per_seed"])
-    print(
-        f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
-        f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
-        f"{args.episodes} episodes, {failed} failed)"
+    failed = sum(s["failed_episodes"] for s in record["scores"]["per_seed"])
+    return _summarise_and_add(
+        args, record, output_path(args.out, record["record_id"]), f"{failed} failed"
     )
-    print(f"record: {output_path(args.out, record['record_id'])}")
-    if args.add:
-        try:
-            path = add_record(record, args.store, replace=args.replace)
-        except RecordError as exc:
-            return die(str(exc))
-        print(f"added to the board: {path}")
-    return 0
 
 
 def _evaluate_on_executor(args: argparse.Namespace, plan, provenance) -> int:
@@ -407,7 +395,6 @@ def _evaluate_on_executor(args: argparse.Namespace, plan, provenance) -> int:
 
     from agentbench_poad.errors import DependencyNotInstalled
     from agentbench_poad.executors import get_executor
-    from agentbench_poad.leaderboard.records import RecordError, add_record
     from agentbench_poad.leaderboard.sweep import evaluate_grid
 
     def report_failure(cell, attempt: int, error: str) -> None:
@@ -437,17 +424,24 @@ def _evaluate_on_executor(args: argparse.Namespace, plan, provenance) -> int:
             "same command to retry the failed cells (finished cells are kept)"
         )
     (record,) = result.records
+    return _summarise_and_add(args, record, result.paths[0], f"{result.reused} cells reused")
+
+
+def _summarise_and_add(args: argparse.Namespace, record: dict, path: object, detail: str) -> int:
+    """Print the record's headline and where it was written; with ``--add`` put it on the board."""
+    from agentbench_poad.leaderboard.records import RecordError, add_record
+
     sc = record["scores"]
     print(
         f"{record['env']['id']}: {record['agent']['name']} score {sc['mean']:.4f} ± "
         f"{sc['stderr']:.4f}, success {sc['success_rate']:.3f} ({len(sc['per_seed'])} seeds × "
-        f"{args.episodes} episodes; {result.reused} cells reused)"
+        f"{args.episodes} episodes, {detail})"
     )
-    print(f"record: {result.paths[0]}")
+    print(f"record: {path}")
     if args.add:
         try:
-            path = add_record(record, args.store, replace=args.replace)
+            added = add_record(record, args.store, replace=args.replace)
         except RecordError as exc:
             return die(str(exc))
-        print(f"added to the board: {path}")
+        print(f"added to the board: {added}")
     return 0
