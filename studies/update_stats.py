@@ -11,9 +11,10 @@ would decide a mean), how many policy steps PPO took and how many minibatches th
 guard skipped (the guard bounds the KL of every update, so the steps taken matter as much as the
 KL), and the entropy at the first and the last update. Per run it also counts the runaway
 updates, those whose pre-clip policy gradient norm exceeds ``RUNAWAY_GRAD_NORM``, and gives the
-largest policy loss: a PPO loss far above 1 means ``-ρÂ`` with a negative advantage and a ratio
-``ρ`` far above ``1 + ε``, the one case the clipped objective leaves unbounded. It measures; it does not establish cause
-(that needs an ablation). Example::
+largest policy loss: with advantages normalised per minibatch, a loss in the thousands can only
+be ``-ρÂ`` with a negative advantage and a ratio ``ρ`` far above ``1 + ε``, the one term the
+clipped objective leaves unbounded. It measures; it does not establish cause (that needs an
+ablation). Example::
 
     python studies/update_stats.py \\
         runs/smollm2-cpu/runs/VirtualHome-FoodPreparation-v0/{poad,ntpo,twosome}/seed{0,1,2} \\
