@@ -73,9 +73,8 @@ def summarise(lines: list[dict]) -> dict:
                 [row[key] if key in row else row.get(_RENAMED.get(key, key)) for row in rows], how
             )
     entropies = [row["entropy"] for row in lines if row.get("entropy") is not None]
-    norms = [row.get("policy_grad_norm") for row in lines]
     summary["runaway_updates"] = sum(
-        1 for norm in norms if norm is not None and norm > RUNAWAY_GRAD_NORM
+        1 for row in lines if (row.get("policy_grad_norm") or 0.0) > RUNAWAY_GRAD_NORM
     )
     losses = [row["policy_loss"] for row in lines if row.get("policy_loss") is not None]
     summary["max_policy_loss"] = max(losses) if losses else None
