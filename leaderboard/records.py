@@ -251,6 +251,7 @@ def add_record(
             )
         record = {**record, "software": {**software, "dirty_allowed": True}}
     check_config_source(record)  # a tuned record must use its spec's chosen config (issue 27)
+    check_portable_runs(record, store)
     path = store_path(store) / f"{record['record_id']}.json"
     if path.exists() and not replace:
         raise RecordError(
@@ -258,6 +259,28 @@ def add_record(
             "new record another name (--name)"
         )
     return write_record(path, record)
+
+
+def check_portable_runs(record: Mapping[str, Any], store: Path | str | None = None) -> None:
+    """Refuse, on a board (the package's own, or a checkout's ``leaderboard/results``), a record
+    that names a training run by absolute path: it would verify on the machine that made it only.
+
+    Raises:
+        RecordError: naming the runs and the fix.
+    """
+    from agentbench_poad.leaderboard.runs import absolute_runs, board_checkout, runs_root
+
+    folder = store_path(store).resolve()
+    if folder != DEFAULT_STORE.resolve() and board_checkout(folder) is None:
+        return
+    named = absolute_runs(dict(record))
+    if named:
+        raise RecordError(
+            f"record {record.get('record_id')!r} names {len(named)} training run(s) by absolute "
+            f"path (e.g. {named[0]}), so it would verify on this machine only; put the runs under "
+            f"the runs root ({runs_root(must_exist=False)}; see `agentbench-poad leaderboard "
+            "--help` for --runs and AGENTBENCH_POAD_RUNS) and make the record again"
+        )
 
 
 #: Records taken off the board are kept, unchanged, in ``history/<study>/`` beside the store

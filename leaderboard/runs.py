@@ -118,6 +118,78 @@ def stored_run_path(run_dir: str | os.PathLike, root: str | os.PathLike | None =
         return str(run_dir)
 
 
+def board_checkout(records_dir: str | os.PathLike) -> Path | None:
+    """The checkout whose board ``records_dir`` is (``<checkout>/leaderboard/results``), or None.
+
+    Records on a checkout's board name their runs relative to that checkout's ``runs/`` folder
+    (:func:`check_board_runs`), so that they verify from any clone.
+    """
+    folder = Path(records_dir).expanduser().resolve()
+    top = folder.parent.parent
+    if (
+        folder.name == "results"
+        and folder.parent.name == "leaderboard"
+        and (top / "pyproject.toml").is_file()
+        and (top / "agentbench_poad").is_dir()
+    ):
+        return top
+    return None
+
+
+def check_board_runs(records_dir: str | os.PathLike, run_dirs: list[str | os.PathLike]) -> None:
+    """Check, before any run starts, that records written into ``records_dir`` will name the runs
+    ``run_dirs`` relative to the runs root a clone of the board resolves them against.
+
+    Nothing to check unless ``records_dir`` is a checkout's board (:func:`board_checkout`). Then
+    the runs root in effect must be that checkout's ``runs/`` folder and every run must lie under
+    it; otherwise the records would name their runs by absolute path, valid only on this machine
+    (for instance a study run from a second worktree whose ``--out`` points into the first).
+
+    Raises:
+        RunsNotFound: naming the folder to use.
+    """
+    checkout = board_checkout(records_dir)
+    if checkout is None:
+        return
+    expected = (checkout / RUNS_FOLDER).resolve()
+    root = runs_root(must_exist=False).resolve()
+    outside = [
+        str(r) for r in run_dirs if not Path(r).expanduser().resolve().is_relative_to(expected)
+    ]
+    if root == expected and not outside:
+        return
+    problems = []
+    if root != expected:
+        problems.append(f"the runs root in effect is {root}")
+    if outside:
+        shown = ", ".join(outside[:2]) + (
+            f" and {len(outside) - 2} more" if len(outside) > 2 else ""
+        )
+        problems.append(f"the runs {shown} lie outside {expected}")
+    raise RunsNotFound(
+        f"records written into {records_dir} (the board of {checkout}) must name their runs "
+        f"relative to {expected}, so that they verify from any clone; but {'; '.join(problems)}. "
+        f"Put --out under {expected} and run from that checkout, or set {RUNS_ENV_VAR}={expected}"
+    )
+
+
+def absolute_runs(record: dict) -> list[str]:
+    """The run paths ``record`` writes out in full (``config.agent_kwargs.runs``,
+    ``agent.kwargs.runs``, ``training.runs``, ``model.adapters.*.run``): valid on the machine
+    that made the record only."""
+    named: list = []
+    for kwargs in (
+        (record.get("config") or {}).get("agent_kwargs"),
+        (record.get("agent") or {}).get("kwargs"),
+    ):
+        runs = (kwargs or {}).get("runs") or {}
+        named += list(runs.values() if isinstance(runs, dict) else runs)
+    named += list((record.get("training") or {}).get("runs") or [])
+    adapters = (record.get("model") or {}).get("adapters") or {}
+    named += [a.get("run") for a in adapters.values() if isinstance(a, dict) and a.get("run")]
+    return sorted({str(r) for r in named if Path(str(r)).is_absolute()})
+
+
 # -- finished runs keep what verify and the report need ------------------------------------------
 def is_finished(run_dir: str | os.PathLike) -> bool:
     """Whether a training run reached its ``total_steps`` (its newest checkpoint says so)."""

@@ -25,7 +25,9 @@ from agentbench_poad.leaderboard.provenance import (
 from agentbench_poad.leaderboard.recompute import DerivedMismatch, check_derived
 from agentbench_poad.leaderboard.records import (
     DEFAULT_STORE,
+    HISTORY_DIR,
     DirtyTree,
+    RecordError,
     add_record,
     iter_record_files,
     read_record,
@@ -35,6 +37,9 @@ from agentbench_poad.leaderboard.records import (
 from agentbench_poad.leaderboard.runs import (
     RUNS_ENV_VAR,
     RunsNotFound,
+    absolute_runs,
+    board_checkout,
+    check_board_runs,
     checkout_root,
     resolve_run,
     runs_root,
@@ -285,6 +290,51 @@ def test_a_record_from_a_dirty_tree_is_refused_by_add_unless_allowed(runs_env, t
     assert read_record(added)["software"]["dirty_allowed"] is True
 
 
+def test_a_board_refuses_a_record_naming_its_runs_by_absolute_path(runs_env, tmp_path):
+    record, root, _ = runs_env
+    assert absolute_runs(record) == []  # made under the runs root: relative everywhere
+    moved = copy.deepcopy(record)
+    for seed, run in record["config"]["agent_kwargs"]["runs"].items():
+        full = str(root.resolve() / run)
+        moved["config"]["agent_kwargs"]["runs"][seed] = full
+        moved["agent"]["kwargs"]["runs"][seed] = full
+        moved["model"]["adapters"][seed]["run"] = full
+    moved["training"]["runs"] = [str(root.resolve() / r) for r in record["training"]["runs"]]
+    assert absolute_runs(moved) == sorted(moved["training"]["runs"])
+    # a checkout's board (leaderboard/results beside pyproject.toml and agentbench_poad/)
+    checkout = tmp_path / "clone"
+    (checkout / "agentbench_poad").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text("")
+    board = checkout / "leaderboard" / "results"
+    assert board_checkout(board) == checkout.resolve()
+    with pytest.raises(RecordError, match="absolute path.*runs root"):
+        add_record(moved, board)
+    assert not board.exists() or not list(board.glob("*.json"))  # nothing written
+    assert add_record(record, board).is_file()  # the relative record lands
+    # any other folder is not a board: a private store keeps what the user gives it
+    assert board_checkout(tmp_path / "mine") is None
+    assert add_record(moved, tmp_path / "mine").is_file()
+
+
+def test_a_study_writing_into_a_board_needs_its_runs_under_that_checkouts_runs(
+    tmp_path, monkeypatch
+):
+    checkout = tmp_path / "clone"
+    (checkout / "agentbench_poad").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text("")
+    board, runs = checkout / "leaderboard" / "results", checkout / "runs"
+    inside, outside = runs / "study" / "seed0", tmp_path / "elsewhere" / "seed0"
+    check_board_runs(tmp_path / "records", [outside])  # not a board: nothing to check
+    monkeypatch.setenv(RUNS_ENV_VAR, str(runs))
+    check_board_runs(board, [inside])  # the runs root is the checkout's runs/: fine
+    with pytest.raises(RunsNotFound, match="lie outside"):
+        check_board_runs(board, [inside, outside])
+    # the runs root of another checkout (e.g. a second worktree) would make absolute paths
+    monkeypatch.setenv(RUNS_ENV_VAR, str(tmp_path / "worktree" / "runs"))
+    with pytest.raises(RunsNotFound, match=f"runs root in effect.*{RUNS_ENV_VAR}={runs}"):
+        check_board_runs(board, [inside])
+
+
 def test_runs_root_order_and_the_error_when_runs_are_absent(runs_env, tmp_path, monkeypatch):
     record, root, _ = runs_env
     assert runs_root() == root.resolve()  # $AGENTBENCH_POAD_RUNS
@@ -451,12 +501,21 @@ def test_summaries_recompute_as_a_plain_loop_does(returns):
 COMMITTED = iter_record_files(DEFAULT_STORE)
 
 
+def test_no_committed_record_names_a_run_by_absolute_path():
+    """The board's records and the history's: each must verify from any clone."""
+    files = [*COMMITTED, *sorted((DEFAULT_STORE.parent / HISTORY_DIR).rglob("*.json"))]
+    assert len(files) > len(COMMITTED)  # the history is searched too
+    bad = {p.name: absolute_runs(read_record(p)) for p in files}
+    assert {name: runs for name, runs in bad.items() if runs} == {}
+
+
 @pytest.mark.parametrize("path", COMMITTED, ids=[p.stem for p in COMMITTED])
 def test_committed_records_recompute_and_carry_their_hashes(path):
     from agentbench_poad.leaderboard.provenance import record_runs
 
     record = read_record(path)
     runs = record_runs(record) or {}
+    assert not absolute_runs(record), "runs named by absolute path verify on one machine only"
     check_derived(record, run_dirs={s: resolve_run(r) for s, r in runs.items()})
     model = record["model"]
     assert "base_weights" in model and "adapters" in model, "run `leaderboard backfill`"

@@ -113,6 +113,27 @@ def test_bad_spec_is_an_error_before_any_run(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_records_bound_for_a_board_need_runs_under_its_runs_root_before_any_run(
+    tmp_path, monkeypatch
+):
+    from agentbench_poad.leaderboard.runs import RUNS_ENV_VAR
+
+    checkout = tmp_path / "clone"  # a checkout: pyproject.toml and agentbench_poad/ at its top
+    (checkout / "agentbench_poad").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text("")
+    board = checkout / "leaderboard" / "results"
+    spec = write_spec(tmp_path / "s.json", tmp_path / "no-model-needed")
+    monkeypatch.setenv(RUNS_ENV_VAR, str(tmp_path / "worktree" / "runs"))  # another checkout's
+    out = checkout / "runs" / "t"
+    with pytest.raises(StudyError, match=f"runs root in effect.*{RUNS_ENV_VAR}={checkout}"):
+        run_study(spec, out=out, records=board, log=lambda line: None)
+    monkeypatch.setenv(RUNS_ENV_VAR, str(checkout / "runs"))
+    with pytest.raises(StudyError, match="lie outside"):
+        run_study(spec, out=tmp_path / "elsewhere", records=board, log=lambda line: None)
+    assert not out.exists() and not (tmp_path / "elsewhere").exists()  # nothing ran
+    assert not board.exists()
+
+
 def test_twosome_on_datascicoding_is_refused_with_the_reason(tmp_path):
     spec = {
         "study": {"model": "m", "total_steps": {"DataSciCoding-iris-v0": 64}},

@@ -314,6 +314,24 @@ def eval_done(task: EvalTask) -> bool:
         return False
 
 
+def check_portable(study: Study) -> None:
+    """Before any run: records the study writes into a checkout's board will name their runs
+    relative to that checkout's ``runs/`` folder
+    (:func:`~agentbench_poad.leaderboard.runs.check_board_runs`).
+
+    Raises:
+        StudyError: the runs root in effect or ``--out`` would make them name absolute paths.
+    """
+    from agentbench_poad.leaderboard.runs import RunsNotFound, check_board_runs
+
+    if not study.evals:
+        return
+    try:
+        check_board_runs(study.records, [c.run_dir for c in study.cells])
+    except RunsNotFound as exc:
+        raise StudyError(str(exc)) from exc
+
+
 def run_study(
     spec: str | os.PathLike | Study,
     *,
@@ -344,6 +362,8 @@ def run_study(
     from agentbench_poad.executors import get_executor
 
     study = spec if isinstance(spec, Study) else load_study(spec, out=out, records=records)
+    if evaluate:
+        check_portable(study)
     result = StudyResult()
     for waiting_pair in study.pending:
         log(
