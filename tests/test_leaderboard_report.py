@@ -597,3 +597,16 @@ def test_curves_table_places_group_agents_points_beside_the_step_grid():
     assert rows["agent"] == ["512", "1,024 |"]
     assert rows["poad (m), 1,024 steps"] == ["0.25 ± 0.10", "0.50 ± 0.10 |"]
     assert rows["gigpo (m), 1,024 steps"] == ["≈0.75 ± 0.10", "-- |"]
+
+    # Where every episode runs to the cap, a group agent's seeds share a grid of their own
+    # (whole-episode rounds): its record says "env steps" too, yet the columns stay the
+    # trainer's grid of the majority, and a shorter budget on that grid keeps its own cells.
+    twosome = record("twosome", [(512.0, 0.3), (1024.0, 0.6)], "env steps")
+    short = record("ntpo", [(512.0, 0.1)], "env steps")
+    rounds = record("grpo", [(600.0, 0.2), (1080.0, 0.4)], "env steps")
+    table = curves_table("E", Inputs([rounds, grid, twosome, short], as_paper(None)))
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1:] for line in table.splitlines()}
+    assert rows["agent"] == ["512", "1,024 |"]
+    assert rows["twosome (m), 1,024 steps"] == ["0.30 ± 0.10", "0.60 ± 0.10 |"]
+    assert rows["ntpo (m), 1,024 steps"] == ["0.10 ± 0.10", "-- |"]
+    assert rows["grpo (m), 1,024 steps"] == ["≈0.20 ± 0.10", "≈0.40 ± 0.10 |"]

@@ -4,6 +4,7 @@ paper's Table 1 layout with our rows beside the paper's (``leaderboard results-t
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,21 +83,36 @@ def _on_grid(record: dict[str, Any]) -> bool:
     return record["learning_curve"].get("x", CURVE_X_GRID) == CURVE_X_GRID
 
 
+def _steps(record: dict[str, Any]) -> tuple[float, ...]:
+    return tuple(sorted(p["step"] for p in record["learning_curve"]["points"]))
+
+
+def _nested(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """One step grid starts the other (runs of one trainer grid, of different lengths)."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
 def curves_table(env_id: str, inputs: Inputs) -> str:
     """Mean ± s.e. over seeds of each record's learning curve at up to :data:`CURVE_COLUMNS`
     steps (the band is mean ± s.e., so s.e. is half its width).
 
-    The columns are the steps of the records on a shared step grid (all records' steps where
-    none is). A record whose points sit at each evaluation's mean step (group agents) shows, in
-    a column, its point nearest to that step when it lies within half the columns' spacing,
-    marked "≈"."""
+    The columns are the steps of the records on the most common step grid among those on one
+    (the trainer's grid, shared by every seed of a record; with the records whose grid starts
+    it or that it starts, as a longer or shorter budget), else all records' steps. A record whose
+    points lie elsewhere shows, in a column, its point nearest to that step when it lies within
+    half the columns' spacing, marked "≈": a group agent's points sit at each evaluation's mean
+    step, and where every episode runs to the same length its seeds share a grid of their own
+    (whole-episode rounds: 1,080 where the trainer's grid has 1,024)."""
     recs = [
         r
         for r in _ordered(inputs.by_env.get(env_id, []))
         if r.get("learning_curve") and r["learning_curve"]["points"]
     ]
-    gridded = [r for r in recs if _on_grid(r)] or recs
-    steps = sorted({p["step"] for r in gridded for p in r["learning_curve"]["points"]})
+    grids = Counter(_steps(r) for r in recs if _on_grid(r))  # ties: the first record's grid
+    main = grids.most_common(1)[0][0] if grids else None
+    on_columns = [r for r in recs if main is not None and _nested(_steps(r), main)]
+    steps = sorted({p["step"] for r in on_columns or recs for p in r["learning_curve"]["points"]})
     if len(steps) > CURVE_COLUMNS:
         stride = -(-len(steps) // CURVE_COLUMNS)
         steps = sorted(set(steps[::-1][::stride]))
@@ -108,7 +124,7 @@ def curves_table(env_id: str, inputs: Inputs) -> str:
         cells = []
         for step in steps:
             p, mark = exact.get(step), ""
-            if p is None and not _on_grid(r):
+            if p is None and all(r is not q for q in on_columns):
                 near = min(points, key=lambda q: abs(q["step"] - step))
                 if abs(near["step"] - step) < spacing / 2:
                     p, mark = near, "≈"
