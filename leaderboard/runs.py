@@ -45,9 +45,12 @@ def checkout_root() -> Path | None:
     site-packages, with no ``pyproject.toml`` above it.
     """
     top = Path(__file__).resolve().parent.parent
-    return (
-        top if (top / "pyproject.toml").is_file() and (top / "agentbench_poad").is_dir() else None
-    )
+    return top if _is_checkout(top) else None
+
+
+def _is_checkout(top: Path) -> bool:
+    """Whether ``top`` is the top of an agentbench-poad checkout."""
+    return (top / "pyproject.toml").is_file() and (top / "agentbench_poad").is_dir()
 
 
 def set_runs_root(path: str | os.PathLike | None) -> None:
@@ -126,14 +129,8 @@ def board_checkout(records_dir: str | os.PathLike) -> Path | None:
     """
     folder = Path(records_dir).expanduser().resolve()
     top = folder.parent.parent
-    if (
-        folder.name == "results"
-        and folder.parent.name == "leaderboard"
-        and (top / "pyproject.toml").is_file()
-        and (top / "agentbench_poad").is_dir()
-    ):
-        return top
-    return None
+    on_board = folder.name == "results" and folder.parent.name == "leaderboard"
+    return top if on_board and _is_checkout(top) else None
 
 
 def check_board_runs(records_dir: str | os.PathLike, run_dirs: list[str | os.PathLike]) -> None:

@@ -113,6 +113,7 @@ def curves_table(env_id: str, inputs: Inputs) -> str:
     main = grids.most_common(1)[0][0] if grids else None
     on_columns = [r for r in recs if main is not None and _nested(_steps(r), main)]
     steps = sorted({p["step"] for r in on_columns or recs for p in r["learning_curve"]["points"]})
+    column_ids = {id(r) for r in on_columns}
     if len(steps) > CURVE_COLUMNS:
         stride = -(-len(steps) // CURVE_COLUMNS)
         steps = sorted(set(steps[::-1][::stride]))
@@ -124,7 +125,7 @@ def curves_table(env_id: str, inputs: Inputs) -> str:
         cells = []
         for step in steps:
             p, mark = exact.get(step), ""
-            if p is None and all(r is not q for q in on_columns):
+            if p is None and id(r) not in column_ids:
                 near = min(points, key=lambda q: abs(q["step"] - step))
                 if abs(near["step"] - step) < spacing / 2:
                     p, mark = near, "≈"
