@@ -95,16 +95,19 @@ def _my_containers(owners: list[str] | None = None) -> list:
     """Labelled containers of this process (or of ``owners``: a Ray pool's actor processes)."""
     import docker
 
-    from agentbench_poad.sandbox.docker_backend import LABEL, OWNER_LABEL, owner_id
+    from agentbench_poad.sandbox.docker_backend import (
+        LABEL,
+        OWNER_LABEL,
+        labelled_containers,
+        owner_id,
+    )
 
     client = docker.from_env(timeout=30)
     try:
         return [
             c
             for owner in (owners or [owner_id()])
-            for c in client.containers.list(
-                all=True, filters={"label": [LABEL, f"{OWNER_LABEL}={owner}"]}
-            )
+            for c in labelled_containers(client, LABEL, f"{OWNER_LABEL}={owner}")
         ]
     finally:
         client.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -17,13 +18,17 @@ POOL_LIMITS = Limits(wall_time_s=10, memory_mb=512, pids=64, tmpfs_mb=32, log_by
 def _my_containers() -> set[str]:
     import docker
 
-    from agentbench_poad.sandbox.docker_backend import LABEL, OWNER_LABEL, owner_id
+    from agentbench_poad.sandbox.docker_backend import (
+        LABEL,
+        OWNER_LABEL,
+        labelled_containers,
+        owner_id,
+    )
 
     client = docker.from_env(timeout=30)
     try:
-        found = client.containers.list(
-            all=True, filters={"label": [LABEL, f"{OWNER_LABEL}={owner_id()}"]}
-        )
+        # Sparse: the pool removes used containers in the background while we list.
+        found = labelled_containers(client, LABEL, f"{OWNER_LABEL}={owner_id()}")
         return {c.id for c in found}
     finally:
         client.close()
@@ -112,3 +117,54 @@ def test_idle_pool_containers_are_replaced() -> None:
         )
         assert result.ok, result
     assert _my_containers() == set()
+
+
+def test_sweep_tolerates_containers_removed_while_it_lists(sandbox_image: str) -> None:
+    """A container removed between the listing and its inspection (a pool discarding a used
+    one, another process's sweep) must not make the sweep give up: it removes the rest."""
+    import socket
+    import threading
+    import uuid
+
+    import docker
+
+    from agentbench_poad.sandbox.docker_backend import LABEL, OWNER_LABEL, sweep
+
+    # This pid with a start time it never had: an owner that is gone, so sweep may take them.
+    owner = f"{socket.gethostname()}:{os.getpid()}:gone-{uuid.uuid4().hex[:8]}"
+    client = docker.from_env(timeout=30)
+    created = [
+        client.containers.create(
+            sandbox_image, ["true"], labels={LABEL: "1", OWNER_LABEL: owner}, network_disabled=True
+        )
+        for _ in range(3)
+    ]
+    victim = created[0]
+    real_list = client.api.containers
+
+    def list_then_lose_one(*args, **kwargs):
+        # The real listing, then the victim vanishes (removed from another thread) before the
+        # sweep gets to look at each listed container.
+        listed = real_list(*args, **kwargs)
+        remover = threading.Thread(target=lambda: victim.remove(force=True))
+        remover.start()
+        remover.join()
+        return listed
+
+    client.api.containers = list_then_lose_one
+    try:
+        removed = sweep(client)
+        client.api.containers = real_list
+        left = client.containers.list(
+            all=True, sparse=True, filters={"label": f"{OWNER_LABEL}={owner}"}
+        )
+        assert left == [], f"the sweep left {len(left)} of the gone owner's containers"
+        assert removed >= 2, f"the sweep reported {removed} removals"
+    finally:
+        client.api.containers = real_list
+        for container in created:
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass
+        client.close()

@@ -144,27 +144,48 @@ def _remove(container) -> None:
         except docker.errors.APIError as exc:  # 409 "removal in progress", transient 500s
             if attempt == 4:
                 raise SandboxUnavailable(
-                    f"cannot remove container {container.name}: {exc}"
+                    f"cannot remove container {container.name or container.short_id}: {exc}"
                 ) from None
             time.sleep(0.2 * (attempt + 1))
+
+
+def labelled_containers(client, *labels: str) -> list:
+    """Containers (running or not) carrying every label in ``labels`` (``key`` or ``key=value``).
+
+    A sparse listing: one ``GET /containers/json`` and no per-container inspect, so a container
+    removed meanwhile (a pool discarding a used one, another sweep) cannot make the listing
+    fail with ``NotFound``. The objects carry ``id``, ``name`` and :func:`container_labels`;
+    call ``reload()`` for more.
+    """
+    return client.containers.list(all=True, sparse=True, filters={"label": list(labels)})
+
+
+def container_labels(container) -> dict[str, str]:
+    """The labels of a container from :func:`labelled_containers` (sparse or inspected)."""
+    attrs = container.attrs
+    labels = attrs.get("Labels") if "Labels" in attrs else attrs.get("Config", {}).get("Labels")
+    return dict(labels or {})
 
 
 def sweep(client, *, only_mine: bool = False) -> int:
     """Remove labelled containers whose owner process is gone (or, ``only_mine``, ours).
 
+    Containers that vanish between the listing and their removal count as removed; one that
+    cannot be removed is skipped, and the rest are still removed.
+
     Returns:
-        How many containers were removed.
+        How many containers were removed (0 when the engine cannot even list them).
     """
     import docker
 
     mine = owner_id()
     removed = 0
     try:
-        containers = client.containers.list(all=True, filters={"label": LABEL})
+        containers = labelled_containers(client, LABEL)
     except docker.errors.DockerException:
         return 0
     for container in containers:
-        owner = container.labels.get(OWNER_LABEL, "")
+        owner = container_labels(container).get(OWNER_LABEL, "")
         if (owner == mine) if only_mine else not _owner_alive(owner):
             try:
                 _remove(container)
