@@ -467,6 +467,10 @@ def test_table_names_and_sources():
         "breast-cancer",
         "iris",
         "wine",
+        "gen-circles",
+        "gen-xor",
+        "gen-moons",
+        "gen-noisy",
     ]
     ids = {
         s.name: s.source.dataset_id

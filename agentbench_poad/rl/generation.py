@@ -8,19 +8,26 @@ docs/reference.md#deviation-return-stop). :meth:`OpenGeneration._act_open` runs 
 prompts at once; :meth:`OpenGeneration._finish_open` applies the stop rules so the stored tokens
 are exactly the tokens of the returned text. With a chat template the action is the first
 Markdown code block of the reply (:func:`reply_code`).
+
+An environment may declare where its actions end (``info["action_stop"]``: a mapping with
+``stop_strings`` and ``stop_patterns``, e.g. DataSciCoding's worked-example style stops at the
+end of the function body). Passed per prompt (``action_stops``), such a rule is added to the
+policy's own stops for that prompt (:meth:`OpenGeneration.settings_for`): the action ends at
+whichever comes first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from agentbench_poad.rl.policy_model import PolicyModel, _multinomial
-from agentbench_poad.rl.policy_types import ActionSample
+from agentbench_poad.rl.policy_types import ActionSample, GenerationSettings
 
 
 class OpenGeneration(PolicyModel):
@@ -65,10 +72,32 @@ class OpenGeneration(PolicyModel):
             scores = torch.empty_like(scores).scatter_(-1, order, sorted_scores)
         return torch.log_softmax(scores, dim=-1)
 
-    def _finish_open(self, tokens: list[int], final: bool) -> tuple[list[int], str, bool]:
-        """Apply the stop rules to generated tokens: (kept tokens, text, stopped)."""
+    def settings_for(self, action_stop: Mapping[str, Any] | None) -> GenerationSettings:
+        """The generation settings with an env-declared stop rule added to the policy's own.
+
+        Args:
+            action_stop: ``info["action_stop"]`` of the env (``stop_strings`` and/or
+                ``stop_patterns``, lists of str), or None for the policy's settings as they are.
+
+        Raises:
+            ValueError: the rule has an empty stop string or a pattern that does not compile.
+        """
+        if not action_stop:
+            return self.generation
+        own = self.generation
+        return dataclasses.replace(
+            own,
+            stop_strings=(*own.stop_strings, *action_stop.get("stop_strings", ())),
+            stop_patterns=(*own.stop_patterns, *action_stop.get("stop_patterns", ())),
+        )
+
+    def _finish_open(
+        self, tokens: list[int], final: bool, settings: GenerationSettings | None = None
+    ) -> tuple[list[int], str, bool]:
+        """Apply the stop rules (``settings``, default the policy's) to generated tokens:
+        (kept tokens, text, stopped)."""
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        cut = self.generation.find_stop(text, final=final)
+        cut = (settings or self.generation).find_stop(text, final=final)
         if cut is None:
             return tokens, text, False
         # Keep the longest token prefix whose text ends at or before the stop match, so the
@@ -80,14 +109,25 @@ class OpenGeneration(PolicyModel):
         return [], "", True  # pragma: no cover - keep == 0 always qualifies
 
     def _act_open(
-        self, prompts: Sequence[str], generator: torch.Generator | None, greedy: bool
+        self,
+        prompts: Sequence[str],
+        generator: torch.Generator | None,
+        greedy: bool,
+        action_stops: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> list[ActionSample]:
         """Sample code for several prompts at once.
 
         Prompts are right-padded in the cache; the pad slots stay masked out and every row gets
         its own position ids, so each row sees exactly its prompt followed by its own tokens.
+        ``action_stops`` (one per prompt, or None) adds each env's declared stop rule.
         """
         settings = self.generation
+        if action_stops is not None and len(action_stops) != len(prompts):
+            raise ValueError(
+                f"got {len(prompts)} prompts but {len(action_stops)} action_stops; pass one "
+                "per prompt (None where the env declares none)"
+            )
+        row_settings = [self.settings_for(stop) for stop in (action_stops or [None] * len(prompts))]
         prompt_ids = [self.encode_prompt(p) for p in prompts]
         lengths = torch.tensor([len(p) for p in prompt_ids], device=self.device)
         batch = len(prompt_ids)
@@ -133,7 +173,9 @@ class OpenGeneration(PolicyModel):
                 if chosen_sampled is not None:
                     sample_log_probs[row].append(float(chosen_sampled[row]))
                 at_eos = token in self.eos_token_ids
-                kept, text, stopped = self._finish_open(tokens[row], final=at_eos or last_step)
+                kept, text, stopped = self._finish_open(
+                    tokens[row], final=at_eos or last_step, settings=row_settings[row]
+                )
                 if stopped or at_eos or last_step:
                     finish(row, kept, text)
             if all(r is not None for r in results):

@@ -52,7 +52,8 @@ and re-exports the names above, so ``from agentbench_poad.rl.policy import ...``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -114,6 +115,7 @@ class LMPolicy(UpdateFeatures, OpenGeneration):
         *,
         generator: torch.Generator | None = None,
         greedy: bool = False,
+        action_stops: Sequence[Mapping[str, Any] | None] | None = None,
     ) -> list[ActionSample]:
         """Choose one action per prompt.
 
@@ -123,11 +125,21 @@ class LMPolicy(UpdateFeatures, OpenGeneration):
             generator: Source of randomness for sampling (a CPU generator is fine with a CUDA
                 model). ``None`` uses torch's default generator.
             greedy: Take the most likely action (restricted) or decode greedily (open).
+            action_stops: Per prompt, the env's declared stop rule of a generated action
+                (``info["action_stop"]``: ``stop_strings``/``stop_patterns``) or None; each is
+                added to the policy's own stops for that prompt
+                (:meth:`~agentbench_poad.rl.generation.OpenGeneration.settings_for`). Ignored
+                for restricted actions.
 
         Returns:
             One :class:`ActionSample` per prompt, in order.
         """
         _check_batch(prompts, available_actions)
+        if action_stops is not None and len(action_stops) != len(prompts):
+            raise ValueError(
+                f"got {len(prompts)} prompts but {len(action_stops)} action_stops; pass one "
+                "per prompt (None where the env declares none)"
+            )
         samples: list[ActionSample | None] = [None] * len(prompts)
         restricted = [i for i, a in enumerate(available_actions) if a is not None]
         open_rows = [i for i, a in enumerate(available_actions) if a is None]
@@ -153,7 +165,12 @@ class LMPolicy(UpdateFeatures, OpenGeneration):
                     candidate_log_probs=policy.tolist(),
                 )
         if open_rows:
-            generated = self._act_open([prompts[i] for i in open_rows], generator, greedy)
+            generated = self._act_open(
+                [prompts[i] for i in open_rows],
+                generator,
+                greedy,
+                None if action_stops is None else [action_stops[i] for i in open_rows],
+            )
             for i, sample in zip(open_rows, generated):
                 samples[i] = sample
         return [s for s in samples if s is not None]

@@ -15,11 +15,19 @@ from agentbench_poad.environments.datascicoding.datasets import Dataset, get_spe
 from agentbench_poad.environments.datascicoding.grader import Grade, Grader
 from agentbench_poad.environments.datascicoding.prompts import (
     PROMPT_FORMATS,
+    PROMPT_STYLES,
+    STYLE_STOPS,
+    ActionStop,
+    Submission,
+    WorkedExample,
+    choose_worked_example,
+    cut_at_stop,
     initial_prompt,
     parse_action,
     reflection_prompt,
     submitted_code,
     success_text,
+    worked_example_prompt,
 )
 
 if TYPE_CHECKING:
@@ -94,7 +102,9 @@ class DataSciCodingEnv(TextEnv):
 
     ``split_aucs``, ``auc_std``, ``failure_category``, ``failure_message``, ``runtime_s``,
     ``sandbox_backend``, ``attempt``, ``holdout_auc`` (holdout protocol), ``available_actions``
-    (None) and ``action_valid``.
+    (None), ``action_valid``, ``prompt_style`` and ``action_stop``: where a generated action
+    should end (``{"name", "stop_strings", "stop_patterns"}``; the LM policy honours it when
+    given, ``LMPolicy.act(..., action_stops=...)``).
 
     ## Arguments
 
@@ -108,7 +118,14 @@ class DataSciCodingEnv(TextEnv):
     * ``banned``: substrings that fail an attempt; default ``("GridSearchCV(", "SVC(")``.
     * ``protocol``: ``"paper"`` (default) or ``"holdout"`` (held-out rows scored only at the end,
       ``info["holdout_auc"]``); ``holdout_fraction`` (0.2) and ``holdout_seed`` (0).
-    * ``prompt_format``: ``"plain"`` or ``"codellama-infill"``.
+    * ``prompt_format``: ``"plain"`` or ``"codellama-infill"`` (the paper style's layout).
+    * ``prompt_style``: ``"paper"`` (default, the reference's prompt) or ``"worked_example"``: a
+      module to continue that opens with a complete, working ``build_model`` for another
+      dataset; the action is the body, cut by the env at the end of the function body
+      (``info["action_stop"]``). Any other value is refused with the list of styles.
+    * ``worked_example``: the worked-example style's example: a name of
+      ``prompts.WORKED_EXAMPLES`` or a ``prompts.WorkedExample``; default the first that does not
+      name the task's dataset. One that names it raises ``PromptSpecError`` here.
     * ``cache_dir``, ``download``: where cached datasets live, and whether a missing one is
       fetched at reset (otherwise reset raises ``DatasetUnavailable``).
 
@@ -131,6 +148,8 @@ class DataSciCodingEnv(TextEnv):
         holdout_fraction: float = 0.2,
         holdout_seed: int = 0,
         prompt_format: str = "plain",
+        prompt_style: str = "paper",
+        worked_example: str | WorkedExample | None = None,
         cache_dir: str | None = None,
         download: bool = True,
         render_mode: str | None = None,
@@ -138,6 +157,20 @@ class DataSciCodingEnv(TextEnv):
         if prompt_format not in PROMPT_FORMATS:
             raise ValueError(
                 f"prompt_format must be one of {PROMPT_FORMATS}, got {prompt_format!r}"
+            )
+        if prompt_style not in PROMPT_STYLES:
+            raise ValueError(
+                f"unknown prompt_style {prompt_style!r}; the styles are {', '.join(PROMPT_STYLES)}"
+            )
+        if prompt_style != "paper" and prompt_format != "plain":
+            raise ValueError(
+                f"prompt_format={prompt_format!r} is a layout of the paper style; "
+                f"prompt_style={prompt_style!r} writes its own (leave prompt_format unset)"
+            )
+        if worked_example is not None and prompt_style != "worked_example":
+            raise ValueError(
+                "worked_example is an option of prompt_style='worked_example'; "
+                f"pass that style too (got prompt_style={prompt_style!r})"
             )
         if protocol not in ("paper", "holdout"):
             raise ValueError(f"protocol must be 'paper' or 'holdout', got {protocol!r}")
@@ -149,6 +182,16 @@ class DataSciCodingEnv(TextEnv):
         else:
             self._dataset = None
             self.dataset_name = get_spec(dataset).name  # fails fast on an unknown name
+        description = (
+            dataset.description if isinstance(dataset, Dataset) else get_spec(dataset).description
+        )
+        self.prompt_style = prompt_style
+        #: The worked example shown (worked-example style), checked against the task here.
+        self.worked_example: WorkedExample | None = (
+            choose_worked_example(self.dataset_name, description, worked_example)
+            if prompt_style == "worked_example"
+            else None
+        )
         self.sandbox = sandbox
         self.limits = limits
         self.banned = tuple(banned)
@@ -192,6 +235,31 @@ class DataSciCodingEnv(TextEnv):
             )
         return self._grader
 
+    @property
+    def action_stop(self) -> ActionStop:
+        """Where a generated action ends in this prompt style (``info["action_stop"]``)."""
+        return STYLE_STOPS[self.prompt_style]
+
+    def _parse(self, action: str) -> Submission:
+        """The action as a submission; the worked-example style first cuts it at the end of the
+        function body (a whole ``def build_model`` keeps its body, and nothing after it)."""
+        if self.prompt_style == "paper":
+            return parse_action(action)
+        if _whole_def(action):
+            submission = parse_action(action)
+            return Submission(submission.prelude, submission.body, "")
+        return parse_action(cut_at_stop(action, self.action_stop))
+
+    def _prompt(self, previous: str | None = None, category: str = "", message: str = "") -> str:
+        """The observation of this style: first prompt, or the reflection after a failure."""
+        if self.worked_example is not None:
+            return worked_example_prompt(
+                self.worked_example, *self._task(), previous, category, message
+            )
+        if previous is None:
+            return initial_prompt(*self._task(), self.prompt_format)
+        return reflection_prompt(*self._task(), previous, category, message, self.prompt_format)
+
     def _task(self) -> tuple[str, tuple[int, int], int, tuple[str, ...]]:
         data = self.dataset
         return data.description, data.shape, data.n_classes, self.banned
@@ -200,32 +268,30 @@ class DataSciCodingEnv(TextEnv):
     def _reset(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self.grader  # noqa: B018 - loads the dataset here, so a missing one fails at reset
         self._attempt = 0
-        self._observation = to_text(initial_prompt(*self._task(), self.prompt_format))
+        self._observation = to_text(self._prompt())
         info = {
             "available_actions": None,
             "action_valid": True,
             "attempt": 0,
             "dataset_shape": self.dataset.shape,
+            "prompt_style": self.prompt_style,
+            "action_stop": self.action_stop.as_info(),
         }
         return self._observation, info
 
     def _step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._attempt += 1
-        submission = parse_action(action)
+        submission = self._parse(action)
         grade = self.grader.grade(submission)
         info = _info(grade, self._attempt)
+        info["prompt_style"] = self.prompt_style
+        info["action_stop"] = self.action_stop.as_info()
         if grade.ok:
             self._observation = to_text(success_text(grade.reward, grade.auc_std))
             return self._observation, grade.reward, True, False, info
         previous = submitted_code(submission, self.dataset.shape[1])
         self._observation = to_text(
-            reflection_prompt(
-                *self._task(),
-                previous,
-                grade.category or "error",
-                grade.message,
-                self.prompt_format,
-            )
+            self._prompt(previous, grade.category or "error", grade.message)
         )
         return self._observation, grade.reward, False, False, info
 
@@ -233,6 +299,19 @@ class DataSciCodingEnv(TextEnv):
         if self.render_mode == "ansi":
             return self._observation
         return None
+
+
+def _whole_def(action: str) -> bool:
+    """Whether an action is a whole ``def build_model`` (with only imports or comments before
+    it at column 0), not the continuation of a body that the worked-example style expects."""
+    for line in action.replace("\r\n", "\n").split("\n"):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line.startswith("def build_model") or line.startswith("async def build_model"):
+            return True
+        if line[0].isspace() or not line.startswith(("import ", "from ")):
+            return False
+    return False
 
 
 def _default_limits() -> Limits:

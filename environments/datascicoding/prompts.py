@@ -22,6 +22,18 @@ Plain-text prompts are the default; ``prompt_format="codellama-infill"`` writes 
 prefix/suffix infilling layout the reference fed to CodeLlama, with the ASCII markers
 ``<PRE>``, ``<SUF>``, ``<MID>`` (the tokenizer's fill-in-the-middle special tokens are an
 agent concern; observations stay printable ASCII).
+
+Prompt styles (:data:`PROMPT_STYLES`; what the prompt gives the model, docs/envs/datascicoding.md
+"Prompt styles"):
+
+* ``"paper"`` (default): the reference's task statement and an empty template (above).
+* ``"worked_example"``: a Python module to continue. It opens with one complete, working
+  ``build_model`` for *another* dataset (a :class:`WorkedExample`, never the task's own), then
+  states the task in comments and ends after the task's ``build_model`` signature and docstring,
+  so the action is the continuation: the indented body. The action ends at the end of the
+  function body (:data:`END_OF_BODY`, declared to agents as ``info["action_stop"]`` and applied
+  by the env itself, :func:`cut_at_stop`): before a ``return`` line or before the first line, after
+  the first, that starts at column 0.
 """
 
 from __future__ import annotations
@@ -29,10 +41,15 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbench_poad.errors import AgentBenchError
 
 INDENT = "    "
 PROMPT_FORMATS = ("plain", "codellama-infill")
+#: Prompt styles: the paper's task statement (default) and a worked example to continue.
+PROMPT_STYLES = ("paper", "worked_example")
 
 _DEF_LINE = re.compile(r"^\s*def\s+build_model\s*\(")
 _TRAILING_RETURN = re.compile(r"^return(\s+model)?\s*(#.*)?$")
@@ -184,6 +201,251 @@ def may_define_model(source: str) -> bool:
             returns += 1
     # the template's own `return model` is one return
     return returns > 1
+
+
+# -- stop rules and worked examples ----------------------------------------------------------
+
+
+class PromptSpecError(AgentBenchError, ValueError):
+    """A prompt style's settings contradict the task (e.g. an example of the task's own data)."""
+
+
+@dataclass(frozen=True)
+class ActionStop:
+    """Where a generated action ends: the rule an env declares to the agents that write it.
+
+    An agent's generation stops *before* the first match of any of ``stop_strings`` (literal)
+    or ``stop_patterns`` (regular expressions) and drops the match; a pattern match that reaches
+    the end of the text so far only counts once the text is final (the next token could extend
+    it: ``return`` -> ``returned``). The same semantics as the LM policy's
+    ``GenerationSettings.find_stop``, which honours the rule from ``info["action_stop"]``
+    (:meth:`as_info`).
+
+    Attributes:
+        name: a short name of the rule (records and docs).
+        stop_strings: literal strings.
+        stop_patterns: regular expressions (Python ``re``).
+    """
+
+    name: str
+    stop_strings: tuple[str, ...] = ()
+    stop_patterns: tuple[str, ...] = field(default=())
+
+    def find(self, text: str, final: bool = True) -> int | None:
+        """Index in ``text`` where the action ends (start of the first match), or None."""
+        cut: int | None = None
+        for stop in self.stop_strings:
+            at = text.find(stop)
+            if at >= 0 and (cut is None or at < cut):
+                cut = at
+        for pattern in self.stop_patterns:
+            for match in re.finditer(pattern, text):
+                if match.end() < len(text) or final:
+                    if cut is None or match.start() < cut:
+                        cut = match.start()
+                    break
+        return cut
+
+    def as_info(self) -> dict[str, Any]:
+        """The JSON form of ``info["action_stop"]``: name, stop_strings, stop_patterns."""
+        return {
+            "name": self.name,
+            "stop_strings": list(self.stop_strings),
+            "stop_patterns": list(self.stop_patterns),
+        }
+
+
+#: The paper style's rule: the LM policy's default (stop before a line starting with
+#: ``return``; docs/reference.md#deviation-return-stop). The env does not cut these actions
+#: itself (v0 keeps the reference's parsing: one trailing return dropped).
+BEFORE_RETURN = ActionStop(
+    name="before_return", stop_strings=("\nreturn",), stop_patterns=(r"(?m)^[ \t]*return\b",)
+)
+#: The worked-example style's rule: the end of the function body, i.e. before a ``return``
+#: line (the template returns ``model``) or before the first line after the first that starts
+#: at column 0 (a new ``def``, comment or statement outside the function).
+END_OF_BODY = ActionStop(
+    name="end_of_function_body",
+    stop_patterns=(r"(?m)^[ \t]*return\b", r"\n(?=\S)"),
+)
+#: The rule each style declares.
+STYLE_STOPS: dict[str, ActionStop] = {"paper": BEFORE_RETURN, "worked_example": END_OF_BODY}
+
+
+def cut_at_stop(action: str, stop: ActionStop) -> str:
+    """``action`` up to (not including) the first stop of ``stop``; the whole of it if none."""
+    cut = stop.find(action, final=True)
+    return action if cut is None else action[:cut]
+
+
+@dataclass(frozen=True)
+class WorkedExample:
+    """One complete, working ``build_model`` for a dataset, shown in the worked-example style.
+
+    Attributes:
+        dataset: the dataset's table name (``"wine"``); it must not be the task's.
+        description: its name in the prompt (``"Wine"``).
+        shape: its ``(rows, features)``.
+        n_classes: its number of classes.
+        body: the function body, dedented, without the final ``return model``.
+    """
+
+    dataset: str
+    description: str
+    shape: tuple[int, int]
+    n_classes: int
+    body: str
+
+    def names(self, dataset: str, description: str) -> bool:
+        """Whether this example names the dataset ``dataset`` (its table name or description,
+        as words anywhere in the example: ``load_iris`` names ``iris``)."""
+        own = {_words(dataset), _words(description)} - {""}
+        mine = {_words(self.dataset), _words(self.description)}
+        text = f" {_words(self.description + ' ' + self.body)} "
+        return bool(own & mine) or any(f" {word} " in text for word in own)
+
+
+def _words(text: str) -> str:
+    """Lower-case alphanumeric words of ``text`` joined by single spaces."""
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+#: The worked examples, in the order they are chosen: the first that does not name the task's
+#: dataset. Both run under the env's protocol (tests/test_datascicoding_prompt_styles.py).
+WORKED_EXAMPLES: dict[str, WorkedExample] = {
+    "wine": WorkedExample(
+        dataset="wine",
+        description="Wine",
+        shape=(178, 13),
+        n_classes=3,
+        body=(
+            "from sklearn.linear_model import LogisticRegression\n"
+            "from sklearn.pipeline import make_pipeline\n"
+            "from sklearn.preprocessing import StandardScaler\n"
+            "\n"
+            "model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))\n"
+            "model.fit(x_train, y_train)"
+        ),
+    ),
+    "breast-cancer": WorkedExample(
+        dataset="breast-cancer",
+        description="Breast Cancer Wisconsin (Diagnostic)",
+        shape=(569, 30),
+        n_classes=2,
+        body=(
+            "from sklearn.ensemble import RandomForestClassifier\n"
+            "\n"
+            "model = RandomForestClassifier(n_estimators=200, random_state=0)\n"
+            "model.fit(x_train, y_train)"
+        ),
+    ),
+}
+
+
+def choose_worked_example(
+    dataset: str, description: str, example: str | WorkedExample | None = None
+) -> WorkedExample:
+    """The worked example for a task: ``example`` (a name of :data:`WORKED_EXAMPLES` or an
+    instance), or by default the first of :data:`WORKED_EXAMPLES` that does not name the task.
+
+    Raises:
+        PromptSpecError: ``example`` names the task's own dataset.
+        KeyError: ``example`` is a name that :data:`WORKED_EXAMPLES` does not have.
+    """
+    if example is None:
+        for candidate in WORKED_EXAMPLES.values():
+            if not candidate.names(dataset, description):
+                return candidate
+        raise PromptSpecError(  # pragma: no cover - the two examples never both match
+            f"every worked example names the dataset {dataset!r}; pass worked_example="
+        )
+    if isinstance(example, str):
+        try:
+            example = WORKED_EXAMPLES[example.strip().lower().replace("_", "-")]
+        except KeyError:
+            raise KeyError(
+                f"unknown worked example {example!r}; known: {', '.join(WORKED_EXAMPLES)} "
+                "(or pass a WorkedExample)"
+            ) from None
+    if example.names(dataset, description):
+        others = [n for n, e in WORKED_EXAMPLES.items() if not e.names(dataset, description)]
+        raise PromptSpecError(
+            f"the worked example is for {example.description!r}, which names the task's own "
+            f"dataset {dataset!r}: the example must show another dataset (choose one of "
+            f"{others}, or leave worked_example unset to pick one)"
+        )
+    return example
+
+
+def _comment(text: str) -> str:
+    """Every line of ``text`` as a Python comment."""
+    return "\n".join(f"# {line}".rstrip() for line in text.split("\n"))
+
+
+def _signature(features: int) -> str:
+    return (
+        "def build_model(x_train: np.ndarray, y_train: np.ndarray):\n"
+        f'{INDENT}"""Return a classifier fitted on x_train (shape (n, {features})) and '
+        'y_train."""\n'
+    )
+
+
+def _example_block(example: WorkedExample) -> str:
+    rows, features = example.shape
+    body = textwrap.indent(example.body, INDENT, lambda line: bool(line.strip()))
+    return (
+        "# A complete, working example for another dataset:\n"
+        f'# the "{example.description}" dataset, {rows} rows of {features} numeric features, '
+        f"labels 0..{example.n_classes - 1} ({example.n_classes} classes).\n"
+        "import numpy as np\n\n\n" + _signature(features) + f"{body}\n{INDENT}return model\n\n\n"
+    )
+
+
+def _example_task(
+    description: str, shape: tuple[int, int], n_classes: int, banned: tuple[str, ...]
+) -> str:
+    rows, features = shape
+    return _comment(
+        f'The task: the same function for the "{description}" dataset, {rows} rows of '
+        f"{features} numeric features,\nlabels 0..{n_classes - 1} ({n_classes} classes). "
+        "The model is fitted on a random half of the rows and\nscored on the other half by "
+        f"ROC AUC (mean over 5 splits).\n{_rules(banned)}"
+    )
+
+
+def worked_example_prompt(
+    example: WorkedExample,
+    description: str,
+    shape: tuple[int, int],
+    n_classes: int,
+    banned: tuple[str, ...],
+    previous_code: str | None = None,
+    category: str = "",
+    message: str = "",
+) -> str:
+    """The worked-example style's observation: the example, the task, and the task's
+    ``build_model`` signature to continue; after a failure, also the error and the previous
+    code, both as comments."""
+    failure = ""
+    if previous_code is not None:
+        if len(message) > 2000:
+            message = message[:1000] + " ... " + message[-1000:]
+        failure = (
+            "\n"
+            + _comment(
+                f"The previous attempt failed ({category}):\n{message}\nPrevious code "
+                f"(fix the error):\n\n{previous_code.rstrip()}"
+            )
+            + "\n"
+        )
+    return (
+        _example_block(example)
+        + _example_task(description, shape, n_classes, banned)
+        + "\n"
+        + failure
+        + "\n\n"
+        + _signature(shape[1])
+    )
 
 
 # -- prompts -------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ FAMILY = EnvFamily(
 )
 
 #: The datasets of the paper, in the row order of its Table 4 (POAD-Best vs CAAFE) and Table 5
-#: (wall time); the other rows of the dataset table come from the reference code.
+#: (wall time); the other rows of the dataset table come from the reference code, and the
+#: ``gen-*`` rows are this package's generated tasks (``datasets/generated.py``).
 PAPER_DATASETS: tuple[str, ...] = (
     "health-insurance",
     "pharyngitis",

@@ -3,7 +3,8 @@
 Every task is one row of :data:`DATASETS` (:mod:`.table`), a :class:`DatasetSpec` that names
 
 * a **source** (:mod:`.sources`): OpenML (through the ``openml`` package), Kaggle (through the
-  ``kaggle`` API), or scikit-learn's bundled datasets (offline, never cached); a local CSV
+  ``kaggle`` API), scikit-learn's bundled datasets or a generator of :mod:`.generated` (both
+  offline, never cached); a local CSV
   (:class:`CsvSource`) stands in for a network source through ``data import``;
 * a **pruning** (:mod:`.pruning`): how the raw table becomes the numeric ``X``/``y`` the task
   uses, reproducing docs/reference.md#datascicoding-datasets (CAAFE's pipeline for the OpenML datasets, the
@@ -30,6 +31,10 @@ from agentbench_poad.environments.datascicoding.datasets.dataset import (
     CacheCorrupt,
     Dataset,
     DatasetUnavailable,
+)
+from agentbench_poad.environments.datascicoding.datasets.generated import (
+    GENERATORS,
+    GeneratedSource,
 )
 from agentbench_poad.environments.datascicoding.datasets.loaders import (
     fetch_dataset,
@@ -64,6 +69,7 @@ __all__ = [
     "CACHE_FORMAT",
     "DATASETS",
     "FIRST_SHUFFLE_SEED",
+    "GENERATORS",
     "SECOND_SHUFFLE_SEED",
     "CaafePruning",
     "CacheCorrupt",
@@ -72,6 +78,7 @@ __all__ = [
     "DatasetSpec",
     "DatasetUnavailable",
     "DropNaCsvPruning",
+    "GeneratedSource",
     "IndexedCsvPruning",
     "KaggleSource",
     "LabelEncodedCsvPruning",

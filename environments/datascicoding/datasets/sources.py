@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentbench_poad.environments.datascicoding.datasets.dataset import DatasetUnavailable
+from agentbench_poad.environments.datascicoding.datasets.generated import GeneratedSource
 
 if TYPE_CHECKING:  # pandas is imported where it is used: registration reads the table
     import pandas as pd
@@ -156,4 +157,4 @@ class CsvSource:
 
 
 #: The sources a row of the task table may name (a CSV is imported, never a table row).
-Source = OpenMLSource | KaggleSource | SklearnSource
+Source = OpenMLSource | KaggleSource | SklearnSource | GeneratedSource

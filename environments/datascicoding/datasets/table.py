@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agentbench_poad.environments.datascicoding.datasets.generated import GeneratedSource
 from agentbench_poad.environments.datascicoding.datasets.pruning import (
     CaafePruning,
     DropNaCsvPruning,
@@ -98,6 +99,22 @@ def _sklearn(
         prune=SklearnPruning(),
         shape=shape,
         n_classes=n_classes,
+    )
+
+
+def _generated(
+    *, name: str, description: str, generator: str, shape: tuple[int, int], note: str
+) -> DatasetSpec:
+    """A row for a generated table (:mod:`.generated`: offline, deterministic, never cached)."""
+    return DatasetSpec(
+        name=name,
+        description=description,
+        source=GeneratedSource(generator=generator),
+        target="target",
+        prune=SklearnPruning(),
+        shape=shape,
+        n_classes=2,
+        note=note,
     )
 
 
@@ -245,6 +262,34 @@ DATASETS: dict[str, DatasetSpec] = {
         ),
         _sklearn(name="iris", description="Iris", loader="iris", shape=(150, 4), n_classes=3),
         _sklearn(name="wine", description="Wine", loader="wine", shape=(178, 13), n_classes=3),
+        _generated(
+            name="gen-circles",
+            description="Synthetic Circles",
+            generator="circles",
+            shape=(1000, 8),
+            note="two noisy concentric circles and 6 irrelevant columns (linear ~ chance)",
+        ),
+        _generated(
+            name="gen-xor",
+            description="Synthetic XOR",
+            generator="xor",
+            shape=(1000, 8),
+            note="y = [x0 * x1 > 0], 6 % labels flipped, 6 irrelevant columns",
+        ),
+        _generated(
+            name="gen-moons",
+            description="Synthetic Moons",
+            generator="moons",
+            shape=(1000, 6),
+            note="two pairs of half-moons, the second point-reflected; 4 irrelevant columns",
+        ),
+        _generated(
+            name="gen-noisy",
+            description="Synthetic Noisy Clusters",
+            generator="noisy",
+            shape=(1000, 20),
+            note="make_classification: 8 clusters per class, 15 irrelevant columns, 10 % flipped",
+        ),
     )
 }
 
