@@ -159,10 +159,15 @@ class GRPO(PPOAgent):
 
     # -- rollout: whole groups of episodes ------------------------------------------------------
     def collect_groups(
-        self, slots: Sequence[Any], generator: torch.Generator, state: Any, seed: int
+        self,
+        slots: Sequence[Any],
+        generator: torch.Generator,
+        state: Any,
+        seed: int,
+        budget: int | None = None,
     ) -> tuple[GroupBuffer, list[tuple[float, bool | None]]]:
         """The trainer's rollout for this agent: rl/group_rollout.py."""
-        return collect_groups(self, slots, generator, state, seed)
+        return collect_groups(self, slots, generator, state, seed, budget)
 
     @torch.no_grad()
     def collect(

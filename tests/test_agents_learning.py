@@ -246,7 +246,9 @@ def test_empty_generated_action_keeps_its_state_value(tiny_model):
     from agentbench_poad.rl.policy import ActionSample
 
     config = get_algorithm("poad").config_class(
-        **small(num_envs=2, rollout_length=1, num_minibatches=1)
+        # both rewards are 1.0 (a signal-free batch): measure the policy loss anyway
+        **small(num_envs=2, rollout_length=1, num_minibatches=1),
+        skip_signal_free=False,
     )
     policy = build_policy(config, tiny_model, seed=0)
     algorithm = get_algorithm("poad")(config, policy, seed=0)

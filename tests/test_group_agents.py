@@ -294,7 +294,10 @@ def test_a_round_plays_whole_groups_from_one_seed_and_keeps_truncations(agent, t
     from agentbench_poad.rl.group_rollout import collect_groups, group_seed
 
     algorithm_class = get_algorithm(agent)
-    config = algorithm_class.config_class(**small(num_envs=4, rollout_length=2))
+    # skip_signal_free off: the update runs (and its loss is measured) whatever the rewards
+    config = algorithm_class.config_class(
+        **small(num_envs=4, rollout_length=2), skip_signal_free=False
+    )
     algorithm = algorithm_class(config, build_policy(config, tiny_model, seed=0), seed=0)
     slots = [
         SimpleNamespace(env=gym.make("CaseStudy-Microwave-v0", max_episode_steps=2))

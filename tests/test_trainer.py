@@ -287,7 +287,7 @@ def test_load_agent_carries_the_trained_adapter(tiny_model, tmp_path):
         total_steps=6,
         seed=1,
         out=tmp_path / "run",
-        overrides=SMALL,
+        overrides={**SMALL, "skip_signal_free": False},  # move the policy whatever the rewards
         progress=False,
     )
     saved, _, _ = weights(run)

@@ -240,7 +240,10 @@ class ActionScoring(PolicyModel):
                 self._only_layers(0, self.first_adapted_layer, final_norm=False) as lower,
             ):
                 out = lower(
-                    input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False
+                    input_ids=ids,
+                    attention_mask=self._layer_masks(mask, positions),
+                    position_ids=positions,
+                    use_cache=False,
                 )
             hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
             n_p, n = len(prompt_ids[r]), len(tries[r][0])
@@ -267,7 +270,11 @@ class ActionScoring(PolicyModel):
         at = torch.tensor(slots, dtype=torch.long, device=self.device)
         start = 0 if inputs.dtype == torch.long else self.first_adapted_layer
         feed = {"input_ids" if start == 0 else "inputs_embeds": inputs}
-        feed.update(attention_mask=mask, position_ids=positions, use_cache=False)
+        feed.update(
+            attention_mask=self._layer_masks(mask, positions),
+            position_ids=positions,
+            use_cache=False,
+        )
         if self._plain_lm_head:
             with self._only_layers(start) as decoder:
                 out = decoder(**feed)
@@ -378,6 +385,8 @@ class ActionScoring(PolicyModel):
                 [normalise(totals[k], len(cands[k]), actions[k]) for k in range(len(cands))]
             )
             results.append((cands, lp, scores))
+        if self.model.training:  # an update's pass: what the shared KL guard reads
+            self._record_for_guard(available_actions, prompts, results)
         return results
 
     def _score_memo(self) -> OrderedDict[Any, Any] | None:
@@ -393,7 +402,17 @@ class ActionScoring(PolicyModel):
         """
         if not self.memoize or torch.is_grad_enabled() or self.model.training:
             return None
-        state = (
+        state = self._scoring_state()
+        if state != self._score_memo_state:
+            self._score_memos.clear()
+            self._score_memo_state = state
+        return self._score_memos
+
+    def _scoring_state(self) -> tuple[Any, ...]:
+        """Everything restricted-action scores depend on: the scoring settings, each parameter
+        (its identity and in-place version, which an optimiser step or a loaded adapter bumps)
+        and the adapters' on/off state."""
+        return (
             self.normalization,
             self.action_separator,
             self.chat_template,
@@ -405,10 +424,37 @@ class ActionScoring(PolicyModel):
                 if isinstance(getattr(m, "disable_adapters", None), bool)
             ),
         )
-        if state != self._score_memo_state:
-            self._score_memos.clear()
-            self._score_memo_state = state
-        return self._score_memos
+
+    def guard_candidate_log_probs(
+        self, prompts: Sequence[str], available_actions: Sequence[Sequence[str]]
+    ) -> list[torch.Tensor]:
+        """The categoricals over the offered actions for the shared KL guard, without gradient.
+
+        Read from the policy's own record of what its last scoring passes computed under the
+        current weights (the update's evaluation scores every offered action anyway), so the
+        guard costs no second forward and never depends on values an agent hands in; a pair not
+        in the record is scored here.
+        """
+        state, record = self._guard_record
+        keys = [(p, tuple(a)) for p, a in zip(prompts, available_actions)]
+        if state != self._scoring_state() or any(k not in record for k in keys):
+            with torch.no_grad():
+                return [c.detach() for c in self.candidate_log_probs(prompts, available_actions)]
+        return [torch.log_softmax(record[k], dim=0) for k in keys]
+
+    def _record_for_guard(
+        self,
+        available_actions: Sequence[Sequence[str]],
+        prompts: Sequence[str],
+        results: Sequence[tuple[Any, Any, torch.Tensor]],
+    ) -> None:
+        """Keep the scores of this pass (detached) for :meth:`guard_candidate_log_probs`."""
+        state = self._scoring_state()
+        if self._guard_record[0] != state:
+            self._guard_record = (state, {})
+        record = self._guard_record[1]
+        for prompt, actions, (_, _, scores) in zip(prompts, available_actions, results):
+            record[(prompt, tuple(actions))] = scores.detach()
 
     def candidate_log_probs(
         self, prompts: Sequence[str], available_actions: Sequence[Sequence[str]]

@@ -87,17 +87,31 @@ MINI_PRESETS["datascicoding"] = {
 def preset_for(config_class: type[PPOConfig], env_id: str, preset: str | None) -> str | None:
     """The preset name a run of ``env_id`` uses: ``"auto"`` is the env family's paper preset,
     ``"mini"`` its CPU preset (``"<family>-mini"``); ids outside the benchmark families get the
-    plain defaults (None) under both; any other name is returned as given.
+    plain defaults (None) under both, and so does ``"auto"`` for a class without a preset for
+    the family; any other name is returned as given.
 
     Raises:
-        ValueError: the algorithm cannot run the env's family (e.g. TWOSOME on open actions).
+        ValueError: the algorithm cannot run the env's family (e.g. TWOSOME on open actions),
+            or ``"mini"`` asks for a family preset the class does not have (the message names
+            the presets it has).
     """
     if preset not in ("auto", "mini"):
         return preset
     family = family_of(env_id)
     if family is not None and family in config_class.UNSUPPORTED:
         raise ValueError(config_class.UNSUPPORTED[family])
-    if family is None or family not in config_class.PRESETS:
+    if family is None:
+        return None
+    if family not in config_class.PRESETS:
+        if preset == "mini":
+            name = config_class.__name__
+            has = ", ".join(preset_names(config_class)) or "none"
+            raise ValueError(
+                f"--preset mini: {name} has no preset for the {family} family of {env_id} "
+                f"(its presets: {has}); pass --preset none for the plain defaults (and --set "
+                f"for CPU sizes), or give {name} PRESETS[{family!r}] (subclassing a built-in "
+                f"config such as POADConfig inherits them)"
+            )
         return None
     return family + (MINI_SUFFIX if preset == "mini" else "")
 
@@ -136,9 +150,31 @@ class PPOConfig:
     max_grad_norm: float = 0.5
     """Grad-norm clip of each network."""
     target_kl: float | None = 0.02
-    """Skip a minibatch's policy step when its k3 KL estimate exceeds this (None: never)."""
+    """Skip a minibatch's policy step when the shared guard's KL exceeds this (None: never).
+    The KL is measured on the minibatch's gradient pass, *before* its step, so this is not a
+    hard bound on the KL after the update: logged KLs above it happen (0.26 against 0.1 in the
+    first fair study); docs/agents.md, "One KL guard"."""
     normalize_advantages: bool = True
-    """Normalise advantages per minibatch over real tokens (population std)."""
+    """Normalise advantages over real tokens (population std, over ``normalize_over``)."""
+    normalize_over: str = "batch"
+    """Where advantages are normalised: "batch" (once over the whole rollout batch, the default
+    since the stable-updates ablation, docs/agents.md "Stable updates") or "minibatch" (per
+    minibatch, the reference's and this package's rule before it)."""
+    advantage_std_floor: float = 0.1
+    """The standard deviation advantages are divided by is at least this (reward units), so a
+    batch whose advantages are a critic's small noise is not scaled up to unit variance
+    (0: no floor, the reference's rule)."""
+    skip_signal_free: bool = True
+    """Take no policy step in an update whose rollout rewards are all equal (no reward signal):
+    the critic still learns, the policy does not move on its noise. Applies to every agent
+    (a group agent's advantages are then exactly 0; skipping also drops the entropy bonus)."""
+    dual_clip: float | None = 3.0
+    """Dual-clip PPO constant c > 1: a negative advantage's loss is at most ``c·|A|`` (the
+    common large-scale RL frameworks' default 3). None: plain PPO (unbounded), the paper's
+    rule; docs/reference.md lists it as a deviation. ``"none"`` (a study spec's TOML has no
+    null) is read as None."""
+    max_log_ratio: float = 20.0
+    """The policy log-ratio is clamped to ±this before ``exp`` (no inf or NaN ratio)."""
     max_chunk_tokens: int | None = None
     """Speed, exact (not in the paper): split each minibatch's policy pass into length-sorted
     chunks of at most this many padded tokens (prompt + action) instead of ``grad_accum_steps``
@@ -221,6 +257,8 @@ class PPOConfig:
     """Free-form notes stored with the run (not used by the algorithms)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.dual_clip, str) and self.dual_clip.lower() == "none":
+            self.dual_clip = None  # study specs are TOML, which has no null: "none" turns it off
         self.lora_target_modules = tuple(self.lora_target_modules)
         self.critic_hidden_sizes = tuple(int(h) for h in self.critic_hidden_sizes)
         positive = {
@@ -277,6 +315,19 @@ class PPOConfig:
             raise ValueError(
                 f"frozen_cache_tokens must be an int >= 0, got {self.frozen_cache_tokens!r}"
             )
+        if self.normalize_over not in ("batch", "minibatch"):
+            raise ValueError(
+                f"normalize_over must be 'batch' or 'minibatch', got {self.normalize_over!r}"
+            )
+        if not self.advantage_std_floor >= 0:
+            raise ValueError(f"advantage_std_floor must be >= 0, got {self.advantage_std_floor!r}")
+        if self.dual_clip is not None and not self.dual_clip > 1:
+            raise ValueError(
+                f"dual_clip must be > 1 (3 is the usual choice) or None (off), got "
+                f"{self.dual_clip!r}"
+            )
+        if not self.max_log_ratio > 0:
+            raise ValueError(f"max_log_ratio must be > 0, got {self.max_log_ratio!r}")
         if self.target_kl is not None and not self.target_kl > 0:
             raise ValueError(f"target_kl must be > 0 or None, got {self.target_kl!r}")
         if self.normalization not in ("word", "token", "sum"):

@@ -12,12 +12,13 @@ steps, episodes carried across updates and bootstrapped by a critic). Instead, p
    return is whole. Groups never cross an update.
 2. **The budget counts env steps**: update ``u`` plays rounds until the run has taken at least
    ``u × batch_size`` env steps (``batch_size = num_envs × rollout_length``, as for the PPO
-   agents), and at least one round. So a run ends within one round's steps of ``total_steps``
-   and the learning curve's x axis (env steps) charges a group what it cost, provided a round
-   fits in an update: episodes no longer than ``rollout_length`` on average. Where one round
-   takes more than ``batch_size`` steps every update still plays one, and the run spends more
-   than ``total_steps`` (the curve shows by how much); the presets take ``rollout_length`` >=
-   the task's episode limit so that this cannot happen.
+   agents), and at least one round, but never past the run's ``total_steps``: the round that
+   reaches it is cut there, and the groups with a cut episode are dropped from that update
+   (their steps are spent, their returns are not whole). So every run ends at exactly its
+   budget, as the PPO agents' do, and the learning curve's x axis (env steps) charges a group
+   what it cost. The trainer plans ``ceil(total_steps / batch_size)`` updates for a group
+   agent; the presets take ``rollout_length`` >= the task's episode limit so that a round
+   fits in an update.
 3. **Reset seeds** come from the run's seed, the update and the group's index in it (their own
    stream, apart from the PPO agents' episode seeds), so a resumed run replays the same groups.
 
@@ -84,6 +85,8 @@ class GroupEpisode:
     """A time limit ended it (False when it also terminated)."""
     success: bool | None = None
     """``info["success"]`` of the last step, when the env reports it."""
+    cut: bool = False
+    """The run's env-step budget ran out before the episode ended (its group is dropped)."""
 
     @property
     def episode_return(self) -> float:
@@ -197,11 +200,18 @@ def _first_observations(envs: Sequence[Any], reset_seed: int) -> tuple[list[str]
 
 
 def _play_round(
-    agent: Any, envs: Sequence[Any], generator: Any, groups: Sequence[tuple[int, int]], state: Any
+    agent: Any,
+    envs: Sequence[Any],
+    generator: Any,
+    groups: Sequence[tuple[int, int]],
+    state: Any,
+    budget: int | None = None,
 ) -> list[GroupEpisode]:
     """Play groups side by side to the end of every episode (one vectorised env of all copies).
 
     ``groups`` are ``(group index, reset seed)``; group ``k`` plays in copies ``k*G .. k*G+G-1``.
+    With ``budget`` the round stops when the run has taken that many env steps: the episodes
+    still running are marked ``cut`` (the caller drops their groups).
     """
     from agentbench_poad.rl.env_executors import step_envs
 
@@ -216,6 +226,13 @@ def _play_round(
         episodes += [GroupEpisode(group=group, reset_seed=reset_seed) for _ in range(size)]
     active = list(range(len(envs)))
     while active:
+        if budget is not None and state.env_steps + len(active) > budget:
+            left = max(budget - state.env_steps, 0)
+            for i in active[left:]:
+                episodes[i].cut = True
+            active = active[:left]
+            if not active:
+                break
         records = agent.collect(
             [observations[i] for i in active],
             [infos[i].get("available_actions") for i in active],
@@ -243,11 +260,20 @@ def _play_round(
             observations[i], infos[i] = observation, info
             running.append(i)
         active = running
+        if budget is not None and state.env_steps >= budget:
+            for i in active:
+                episodes[i].cut = True
+            break
     return episodes
 
 
 def collect_groups(
-    agent: Any, slots: Sequence[Any], generator: Any, state: Any, seed: int
+    agent: Any,
+    slots: Sequence[Any],
+    generator: Any,
+    state: Any,
+    seed: int,
+    budget: int | None = None,
 ) -> tuple[GroupBuffer, list[tuple[float, bool | None]]]:
     """One update's groups (the trainer's rollout for agents that define ``collect_groups``).
 
@@ -257,6 +283,9 @@ def collect_groups(
         generator: the action-sampling generator.
         state: the trainer's progress (``update``: updates done; ``env_steps`` is advanced).
         seed: the run's seed.
+        budget: the run's env-step budget (``total_steps``): no round plays past it; a group
+            with an episode the budget cut is dropped from the update (its steps still count),
+            so every run ends at exactly its budget and every return is whole.
 
     Returns:
         The :class:`GroupBuffer` and ``(return, success or None)`` of every episode played.
@@ -273,10 +302,12 @@ def collect_groups(
     target = update * config.batch_size
     buffer = GroupBuffer()
     group = 0
-    while group == 0 or state.env_steps < target:
+    if budget is not None:
+        target = min(target, budget)
+    while (group == 0 or state.env_steps < target) and (budget is None or state.env_steps < budget):
         groups = [(g, group_seed(seed, update, g)) for g in range(group, group + per_round)]
         before = state.env_steps
-        buffer.episodes += _play_round(agent, envs, generator, groups, state)
+        buffer.episodes += _play_round(agent, envs, generator, groups, state, budget)
         if state.env_steps - before > config.batch_size:
             warnings.warn(
                 f"a round of {len(envs)} whole episodes took {state.env_steps - before} env "
@@ -286,6 +317,8 @@ def collect_groups(
                 stacklevel=2,
             )
         group += per_round
+    cut_groups = {e.group for e in buffer.episodes if e.cut}
+    buffer.episodes = [e for e in buffer.episodes if e.group not in cut_groups]
     buffer.check_groups()
     finished = [(e.episode_return, e.success) for e in buffer.episodes]
     return buffer, finished

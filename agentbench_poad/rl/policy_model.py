@@ -165,6 +165,9 @@ class PolicyModel(torch.nn.Module):
         self.score_memo_entries = 512
         self._score_memos: OrderedDict[Any, Any] = OrderedDict()
         self._score_memo_state: Any = None
+        #: (scoring state, {(prompt, actions): scores}) of the update's scoring passes, read by
+        #: the shared KL guard (ActionScoring.guard_candidate_log_probs)
+        self._guard_record: tuple[Any, dict[Any, Any]] = (None, {})
         if lora is not None:
             import peft
 
@@ -270,7 +273,15 @@ class PolicyModel(torch.nn.Module):
         """
         decoder = _decoder_of(self._hf_model())
         layers, norm = decoder.layers, decoder.norm
+        # Stacks with per-layer attention kinds (Gemma 2/3, Qwen2/3: sliding-window or full)
+        # look layer i's kind up as config.layer_types[i]: slice it with the layers, or the
+        # run layers get the mask and rotary base of the bottom ones.
+        config = getattr(decoder, "config", None)
+        kinds = getattr(config, "layer_types", None)
+        sliced_kinds = isinstance(kinds, (list, tuple)) and len(kinds) == len(layers)
         decoder.layers = layers[start:stop]
+        if sliced_kinds:
+            config.layer_types = list(kinds)[start:stop]
         if not final_norm:
             decoder.norm = torch.nn.Identity()
         try:
@@ -278,6 +289,26 @@ class PolicyModel(torch.nn.Module):
         finally:
             decoder.layers = layers
             decoder.norm = norm
+            if sliced_kinds:
+                config.layer_types = kinds
+
+    def _layer_masks(
+        self, mask: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor | dict[str, torch.Tensor]:
+        """A ready additive mask ``(B, 1, W, W)`` (the scoring tree's) as the decoder reads it.
+
+        Every layer uses a ready 4-D mask as it is, so a stack with sliding-window layers (Gemma
+        2/3, whose config names each layer's kind in ``layer_types``) gets one mask per kind:
+        its sliding layers also hide keys ``sliding_window`` or more positions back, as they do
+        in running text. Other stacks get ``mask`` unchanged.
+        """
+        config = _text_config(self._hf_model())
+        window = getattr(config, "sliding_window", None)
+        if not window or "sliding_attention" not in (getattr(config, "layer_types", None) or ()):
+            return mask
+        far = positions[:, None, :, None] - positions[:, None, None, :] >= window
+        sliding = mask.masked_fill(far, torch.finfo(mask.dtype).min)
+        return {"full_attention": mask, "sliding_attention": sliding}
 
     def _reuse_from(self) -> int:
         """The layer the cached-state paths start from (0: run the whole model)."""

@@ -47,6 +47,8 @@ __all__ = [
     "PPOBatch",
     "masked_mean",
     "normalize_advantages",
+    "NonFiniteLossError",
+    "signal_free",
     "clipped_surrogate_loss",
     "clipped_value_loss",
     "approx_kl_k3",
@@ -74,8 +76,17 @@ class PPOSettings:
         value_coef: weight of the value loss.
         entropy_coef: weight of the entropy bonus.
         max_grad_norm: global grad-norm clip of each network.
-        target_kl: skip a minibatch's policy step when its k3 KL exceeds this (None: never).
-        normalize_advantages: normalise advantages per minibatch over real entries.
+        target_kl: skip a minibatch's policy step when its guard KL exceeds this (None: never).
+            Checked before the step, so it is not a hard bound on the KL after it.
+        normalize_advantages: normalise advantages over real entries (``normalize_over``).
+        normalize_over: ``"batch"`` (once over the whole rollout batch) or ``"minibatch"``.
+        advantage_std_floor: the standard deviation the normalisation divides by is at least
+            this (0: no floor), so a batch of tiny advantages (critic noise) is not scaled up.
+        skip_signal_free: skip every policy step of an update whose rollout rewards are all
+            equal (no reward signal: the advantages are the critic's noise or exactly 0).
+        dual_clip: dual-clip constant ``c > 1``: the loss of a negative advantage is at most
+            ``c·|A|`` (None: plain PPO, unbounded).
+        max_log_ratio: the log-ratio is clamped to ``±max_log_ratio`` before ``exp``.
         max_chunk_tokens: when set (and the batch knows its samples' ``sizes``), each
             minibatch's policy pass is split into length-sorted chunks of at most this many
             padded tokens instead of ``grad_accum_steps`` equal chunks (same gradient: the
@@ -92,6 +103,15 @@ class PPOSettings:
     target_kl: float | None = 0.02
     normalize_advantages: bool = True
     max_chunk_tokens: int | None = None
+    normalize_over: str = "batch"
+    advantage_std_floor: float = 0.1
+    skip_signal_free: bool = True
+    dual_clip: float | None = 3.0
+    max_log_ratio: float = 20.0
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A loss or gradient norm of an update was NaN or inf: the run stops (never a silent skip)."""
 
 
 @dataclass
@@ -186,12 +206,15 @@ def masked_mean(
 
 
 def normalize_advantages(
-    advantages: torch.Tensor, mask: torch.Tensor, *, eps: float = 1e-8
+    advantages: torch.Tensor, mask: torch.Tensor, *, eps: float = 1e-8, std_floor: float = 0.0
 ) -> torch.Tensor:
-    """``(A − μ) / (σ + eps)`` over the real entries (population std); pads are set to 0.
+    """``(A − μ) / (max(σ, std_floor) + eps)`` over the real entries (population std); pads 0.
 
-    Pads are never read, so NaN or inf there does not leak into μ and σ. The reference selected "nonzero entries" as real, which also dropped true zero advantages
+    Pads are never read, so NaN or inf there does not leak into μ and σ. The reference selected
+    "nonzero entries" as real, which also dropped true zero advantages
     (docs/reference.md#deviation-advantage-normalisation); the token mask is the right selector.
+    ``std_floor`` keeps a batch of tiny advantages (a critic's noise where no reward was seen)
+    from being blown up to unit variance (docs/agents.md, "Stable updates").
     """
     mask = mask.to(torch.bool)
     zero = torch.zeros((), dtype=advantages.dtype, device=advantages.device)
@@ -199,7 +222,8 @@ def normalize_advantages(
     count = torch.clamp(mask.sum().to(advantages.dtype), min=1.0)
     mean = real.sum() / count
     var = (torch.where(mask, real - mean, zero) ** 2).sum() / count
-    return torch.where(mask, (real - mean) / (var.sqrt() + eps), zero)
+    scale = torch.clamp(var.sqrt(), min=std_floor) + eps
+    return torch.where(mask, (real - mean) / scale, zero)
 
 
 def clipped_surrogate_loss(
@@ -208,12 +232,24 @@ def clipped_surrogate_loss(
     advantages: torch.Tensor,
     *,
     clip: float,
+    dual_clip: float | None = None,
+    max_log_ratio: float = 20.0,
 ) -> torch.Tensor:
-    """Element-wise PPO loss ``max(−ρÂ, −clip(ρ, 1−ε, 1+ε)Â)`` (mask and average it yourself)."""
-    ratio = torch.exp(log_probs - old_log_probs)
+    """Element-wise PPO loss ``max(−ρÂ, −clip(ρ, 1−ε, 1+ε)Â)`` (mask and average it yourself).
+
+    With ``dual_clip = c`` (Ye et al., 2020, "dual-clip PPO"), the loss of a negative advantage
+    is also capped at ``−cÂ = c·|Â|``: plain PPO's ``−ρÂ`` grows without bound as the ratio
+    grows, so a few tokens whose probability exploded would decide the step. The log-ratio is
+    clamped to ``±max_log_ratio`` before ``exp`` so that no ratio is inf or NaN.
+    """
+    log_ratio = torch.clamp(log_probs - old_log_probs, -max_log_ratio, max_log_ratio)
+    ratio = torch.exp(log_ratio)
     unclipped = -ratio * advantages
     clipped = -torch.clamp(ratio, 1.0 - clip, 1.0 + clip) * advantages
-    return torch.maximum(unclipped, clipped)
+    loss = torch.maximum(unclipped, clipped)
+    if dual_clip is not None:
+        loss = torch.where(advantages < 0, torch.minimum(loss, -dual_clip * advantages), loss)
+    return loss
 
 
 def clipped_value_loss(
@@ -344,10 +380,16 @@ def accumulate_policy_gradients(
         old = chunk.old_log_probs.to(evaluation.log_probs.device)
         mask = mask.to(evaluation.log_probs.device)
         surrogate = clipped_surrogate_loss(
-            evaluation.log_probs, old, chunk_advantages.to(old.device), clip=settings.clip
+            evaluation.log_probs,
+            old,
+            chunk_advantages.to(old.device),
+            clip=settings.clip,
+            dual_clip=settings.dual_clip,
+            max_log_ratio=settings.max_log_ratio,
         )
         policy_loss = masked_mean(surrogate, mask, count)
         entropy = masked_mean(evaluation.entropy, mask, count)
+        _check_finite(policy_loss=policy_loss, entropy=entropy)
         (policy_loss - settings.entropy_coef * entropy).backward()
         with torch.no_grad():
             per_sample = None if guard_kl is None else guard_kl(chunk, evaluation)
@@ -359,6 +401,27 @@ def accumulate_policy_gradients(
         totals["entropy"] += float(entropy.detach())
         totals["approx_kl"] += float(kl)
     return totals
+
+
+def _check_finite(**values: torch.Tensor | float) -> None:
+    """Raise :class:`NonFiniteLossError` naming every value that is NaN or inf."""
+    tensors = {k: torch.as_tensor(v).detach() for k, v in values.items()}
+    bad = {k: float(v) for k, v in tensors.items() if not torch.isfinite(v).all()}
+    if bad:
+        raise NonFiniteLossError(
+            f"non-finite {', '.join(f'{k} = {v}' for k, v in bad.items())}: the run stops rather "
+            "than apply or silently skip the step (lower lr, check the model's dtype, or resume "
+            "from the last checkpoint)"
+        )
+
+
+def signal_free(rewards: Any) -> bool:
+    """True when a rollout's rewards are all equal (none, or one value repeated): its
+    advantages carry no reward signal, only a critic's noise (or exact zeros for a group)."""
+    values = torch.as_tensor(rewards, dtype=torch.float64).reshape(-1)
+    if values.numel() == 0:
+        return True
+    return bool(values.max() == values.min())
 
 
 def critic_step(
@@ -384,6 +447,7 @@ def critic_step(
         value_mask.to(device),
         clip=settings.clip,
     )
+    _check_finite(value_loss=value_loss)
     (settings.value_coef * value_loss).backward()
     norm = _grad_norm_step(critic_parameters, critic_optimizer, settings.max_grad_norm)
     return float(value_loss.detach()), norm
@@ -393,6 +457,7 @@ def _grad_norm_step(
     parameters: Sequence[torch.nn.Parameter], optimizer: torch.optim.Optimizer, max_grad_norm: float
 ) -> float:
     norm = torch.nn.utils.clip_grad_norm_(list(parameters), max_grad_norm)
+    _check_finite(grad_norm=norm)
     optimizer.step()
     return float(norm)
 
@@ -410,6 +475,7 @@ def ppo_update(
     generator: torch.Generator,
     update_policy: bool = True,
     guard_kl: GuardKL | None = None,
+    signal_free_batch: bool = False,
 ) -> dict[str, float]:
     """Epochs × minibatches of clipped PPO on ``batch``; returns metrics averaged over minibatches.
 
@@ -427,11 +493,15 @@ def ppo_update(
         update_policy: False trains the critic only (the case study of docs/reference.md#case-study).
         guard_kl: the KL guard's per-sample KL (:meth:`PPOAgent.guard_kl`); None: the k3
             estimate over tokens.
+        signal_free_batch: the rollout's rewards were all equal (:func:`signal_free`); with
+            ``settings.skip_signal_free`` no policy step is taken (the critic still learns).
 
     Returns:
         ``value_loss``, ``policy_loss``, ``entropy``, ``approx_kl`` (the guard's KL; means over
         minibatches), ``critic_grad_norm``, ``policy_grad_norm`` (means over the steps taken),
-        ``policy_steps_taken`` and ``policy_steps_skipped`` (policy steps the KL guard skipped).
+        ``policy_steps_taken`` and ``policy_steps_skipped`` (policy steps the KL guard skipped),
+        ``signal_free`` (1.0 when the rollout's rewards were all equal; with
+        ``skip_signal_free`` the policy then took no step: ``policy_steps_taken`` is 0).
     """
     size = len(batch)
     if settings.num_minibatches > size:
@@ -449,6 +519,12 @@ def ppo_update(
     policy_norms: list[float] = []
     skipped = 0
     minibatches = 0
+    hold_policy = settings.skip_signal_free and signal_free_batch
+    advantages_all = batch.advantages
+    if settings.normalize_advantages and settings.normalize_over == "batch":
+        advantages_all = normalize_advantages(
+            batch.advantages, batch.mask, std_floor=settings.advantage_std_floor
+        )
     for _ in range(settings.epochs):
         order = torch.randperm(size, generator=generator)
         for index in order.tensor_split(settings.num_minibatches):
@@ -462,12 +538,14 @@ def ppo_update(
                 )
                 critic_norms.append(critic_norm)
                 sums["value_loss"] += value_loss
-            if not update_policy:
+            if not update_policy or hold_policy:
                 continue
 
-            advantages = minibatch.advantages
-            if settings.normalize_advantages:
-                advantages = normalize_advantages(advantages, minibatch.mask)
+            advantages = advantages_all[index]
+            if settings.normalize_advantages and settings.normalize_over == "minibatch":
+                advantages = normalize_advantages(
+                    advantages, minibatch.mask, std_floor=settings.advantage_std_floor
+                )
             policy_optimizer.zero_grad(set_to_none=True)
             stats = accumulate_policy_gradients(
                 minibatch, advantages, evaluate_policy, settings, guard_kl
@@ -488,6 +566,10 @@ def ppo_update(
     metrics["policy_grad_norm"] = sum(policy_norms) / max(len(policy_norms), 1)
     metrics["policy_steps_taken"] = float(len(policy_norms))
     metrics["policy_steps_skipped"] = float(skipped)
+    metrics["signal_free"] = float(signal_free_batch)
+    if hold_policy:  # nothing of the policy was measured: logged as null, not 0
+        for key in ("policy_loss", "entropy", "approx_kl", "policy_grad_norm"):
+            metrics[key] = float("nan")
     return metrics
 
 
@@ -520,16 +602,22 @@ class PPOAgent:
     supports_open_actions: bool = True
 
     #: Methods that make agents comparable; a subclass may not redefine them.
-    _SHARED_METHODS = ("guard_kl",)
+    _SHARED_METHODS = ("guard_kl", "update")
+    #: Set by ``class MyAgent(PPOAgent, custom_guard=True)``: the class brings its own guard or
+    #: update path; its runs and records say "custom guard" (docs/agents.md, "One KL guard").
+    custom_guard: bool = False
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, custom_guard: bool | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if custom_guard is not None:
+            cls.custom_guard = bool(custom_guard)
         redefined = [name for name in PPOAgent._SHARED_METHODS if name in vars(cls)]
-        if redefined:
+        if redefined and not cls.custom_guard:
             raise TypeError(
                 f"{cls.__name__} redefines {redefined}: the KL guard is shared by every agent so "
                 "that their skipped policy steps mean the same thing (docs/agents.md, "
-                "'One KL guard'); fill PolicyEvaluation.candidate_log_probs instead of redefining it"
+                "'One KL guard'); fill PolicyEvaluation instead of redefining it, or declare "
+                "`class X(PPOAgent, custom_guard=True)` (its records then say 'custom guard')"
             )
 
     def __init__(self, config: Any, policy: Any, *, seed: int = 0) -> None:
@@ -591,9 +679,11 @@ class PPOAgent:
 
         Restricted actions (every sample has offered actions): per sample, the exact
         ``KL(old‖new)`` of the categorical over the offered actions, the distribution the agent
-        sampled from (:func:`candidate_kl`), taken from ``evaluation.candidate_log_probs`` when the
-        agent computed it, else scored here without gradient. Open actions (or a batch without
-        the stored categoricals): None, i.e. the k3 estimate of the per-token KL.
+        sampled from (:func:`candidate_kl`). The new categoricals come from the policy itself
+        (``LMPolicy.guard_candidate_log_probs``: its record of the scores its own update pass
+        computed under the current weights, or a fresh no-grad scoring), never from values the
+        agent hands in. Open actions (or a batch without the stored categoricals): None, i.e.
+        the k3 estimate of the per-token KL over the evaluation's log-probs.
 
         Returns:
             ``(b,)`` KLs, or None for the token-level guard.
@@ -602,12 +692,9 @@ class PPOAgent:
         actions = batch.extras.get("available_actions")
         if old is None or actions is None or any(o is None for o in old):
             return None
-        new = evaluation.candidate_log_probs
-        if new is None:
-            with torch.no_grad():
-                new = self.policy.candidate_log_probs(
-                    list(batch.extras["prompts"]), [list(a) for a in actions]
-                )
+        new = self.policy.guard_candidate_log_probs(
+            list(batch.extras["prompts"]), [list(a) for a in actions]
+        )
         return candidate_kl(old, new)
 
     def update(self, buffer: Any, generator: torch.Generator) -> dict[str, float]:
@@ -634,6 +721,7 @@ class PPOAgent:
                 generator=generator,
                 update_policy=self.config.train_policy,
                 guard_kl=self.guard_kl,
+                signal_free_batch=signal_free(buffer.rewards()),
             )
         finally:
             self.policy.model.eval()

@@ -44,6 +44,7 @@ import dataclasses
 import math
 import os
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +84,7 @@ METRIC_KEYS = (
     "entropy",
     "policy_steps_taken",
     "policy_steps_skipped",
+    "signal_free",
     "critic_grad_norm",
     "policy_grad_norm",
     "steps_per_second",
@@ -98,6 +100,19 @@ def _derived_seed(*entropy: int) -> int:
 
 # Stream ids of _derived_seed(seed, STREAM, ...) (evaluation seeds follow the runner's rule).
 _ACTIONS, _SHUFFLE, _CRITIC, _ADAPTER, _RESETS = range(5)
+
+
+def algorithm_stream(seed: int, stream: int, algorithm_name: str) -> int:
+    """Seed of an algorithm's own stream (action sampling, minibatch shuffles).
+
+    Derived from (seed, stream, algorithm name), so two algorithms never share one: with a
+    shared stream, a GRPO run and a GiGPO run of one seed sampled the same actions until their
+    policies parted, and their discoveries of a rare reward coincided. Reset seeds, the critic's
+    and the adapter's initial weights stay shared across algorithms (common random numbers:
+    every agent meets the same episodes from the same start).
+    """
+    name = zlib.crc32(algorithm_name.encode("utf-8"))
+    return _derived_seed(seed, stream, name)
 
 
 def episode_seed(seed: int, env_index: int, episode: int) -> int:
@@ -358,11 +373,16 @@ def train(
         for update in range(state.update + 1, last_update + 1):
             started = time.perf_counter()
             buffer, finished = _rollout(
-                agent, session.slots, config, session.generators["actions"], state, seed, env_id
+                agent,
+                session.slots,
+                config,
+                session.generators["actions"],
+                state,
+                seed,
+                env_id,
+                total_steps,
             )
-            _bootstrap(agent, buffer, session.slots)
-            agent.compute_advantages(buffer)
-            losses = agent.update(buffer, session.generators["shuffle"])
+            losses = _learn(agent, buffer, session, update)
             state.update = update
             metrics = _update_metrics(
                 state,
@@ -381,6 +401,72 @@ def train(
         bar.close()
         session.close()
     return session.run.path
+
+
+def _learn(agent: Any, buffer: Any, session: _Session, update: int) -> dict[str, float]:
+    """Credit assignment and the PPO epochs of one update; a NaN or inf stops the run here."""
+    from agentbench_poad.rl.ppo import NonFiniteLossError
+
+    if buffer.num_samples < session.config.num_minibatches:
+        # A group agent's last update can end with every episode cut by the budget (its groups
+        # are dropped): the steps were spent, there is nothing whole to learn from.
+        return {"policy_steps_taken": 0.0, "policy_steps_skipped": 0.0}
+    try:
+        _bootstrap(agent, buffer, session.slots)
+        agent.compute_advantages(buffer)
+        return agent.update(buffer, session.generators["shuffle"])
+    except NonFiniteLossError as exc:
+        raise NonFiniteLossError(
+            f"update {update} of {session.run.path}: {exc}; the run's last checkpoint is "
+            f"update {session.state.update}"
+        ) from exc
+
+
+#: Methods every agent shares with :class:`~agentbench_poad.rl.ppo.PPOAgent` so that the KL
+#: guard, the dual clip and the rule for reward-free batches are the same for all of them.
+SHARED_UPDATE_METHODS = ("guard_kl", "update")
+
+
+def guard_kind(algorithm: type) -> str:
+    """``"shared"``, or ``"custom"`` for a class created with ``custom_guard=True``."""
+    return "custom" if getattr(algorithm, "custom_guard", False) else "shared"
+
+
+def check_shared_update(agent: Any) -> None:
+    """Refuse an agent whose guard or update path is not the shared one.
+
+    Checked on the object the run trains, through the whole method resolution order and the
+    instance itself, so a mixin, a method assigned to the class after its creation or an
+    attribute set on the instance are caught as well as a subclass that redefines the method
+    (which :class:`~agentbench_poad.rl.ppo.PPOAgent` already refuses at class creation). A class
+    made with ``custom_guard=True`` may bring its own; its runs and records say "custom guard".
+    """
+    from agentbench_poad.rl.ppo import PPOAgent
+
+    if not isinstance(agent, PPOAgent) or guard_kind(type(agent)) == "custom":
+        return
+    changed = [
+        name
+        for name in SHARED_UPDATE_METHODS
+        if name in vars(agent) or getattr(type(agent), name, None) is not getattr(PPOAgent, name)
+    ]
+    if changed:
+        raise TypeError(
+            f"{type(agent).__name__} replaces the shared {changed} (through its class, a base "
+            "or mixin, or the instance): every agent's policy steps go through PPOAgent.update "
+            "and its KL guard so that they are comparable (docs/agents.md, 'One KL guard'). "
+            "Fill PolicyEvaluation instead; an algorithm that needs another guard is declared "
+            "with `class MyAgent(PPOAgent, custom_guard=True)` and its records say 'custom guard'"
+        )
+
+
+def planned_updates(algorithm: type, total_steps: int, batch_size: int) -> int:
+    """Updates of a run: the PPO agents play ``batch_size`` steps each and stop at the last
+    whole batch within the budget; a group agent (whole episodes) plays until the budget is
+    spent exactly, its last round cut at ``total_steps`` (rl/group_rollout.py)."""
+    if hasattr(algorithm, "collect_groups"):
+        return -(-int(total_steps) // int(batch_size))
+    return int(total_steps) // int(batch_size)
 
 
 @dataclass
@@ -424,6 +510,7 @@ def _start(
     restore the newest checkpoint (or start every env afresh)."""
     import torch
 
+    from agentbench_poad.models.reference import model_reference
     from agentbench_poad.rl.env_executors import make_envs
     from agentbench_poad.version import __version__
 
@@ -436,16 +523,17 @@ def _start(
         "algorithm_source": algorithm_source(algorithm),  # class spec, package, version
         "env_id": env_id,
         "env_kwargs": env_kwargs,
-        "model": str(model),
+        "model": model_reference(model),  # a path made absolute (issue 47)
         "seed": int(seed),
         "preset": family,
         "total_steps": int(total_steps),
         "algorithm": config.to_dict(),
+        "guard": guard_kind(algorithm),
         "package_version": __version__,
     }
     if config_source is not None:
         spec["config_source"] = config_source
-    num_updates = total_steps // config.batch_size
+    num_updates = planned_updates(algorithm, total_steps, config.batch_size)
     if num_updates < 1:
         raise ValueError(
             f"total_steps={total_steps} is less than one update of num_envs*rollout_length="
@@ -456,9 +544,10 @@ def _start(
 
     policy = build_policy(config, model, seed=seed)
     agent = algorithm(config, policy, seed=_derived_seed(seed, _CRITIC))
+    check_shared_update(agent)
     generators = {
-        "actions": torch.Generator().manual_seed(_derived_seed(seed, _ACTIONS)),
-        "shuffle": torch.Generator().manual_seed(_derived_seed(seed, _SHUFFLE)),
+        "actions": torch.Generator().manual_seed(algorithm_stream(seed, _ACTIONS, algorithm.name)),
+        "shuffle": torch.Generator().manual_seed(algorithm_stream(seed, _SHUFFLE, algorithm.name)),
     }
     envs = make_envs(env_id, env_kwargs, config.num_envs, config.env_executor)
     slots = [_EnvSlot(env, i) for i, env in enumerate(envs)]
@@ -575,7 +664,7 @@ def _update_metrics(
         "episode_return_mean": float(np.mean(returns)) if returns else None,
         "episodes": len(returns),
         "success_rate": float(np.mean(successes)) if successes else None,
-        "reward_mean": float(buffer.rewards().mean()),
+        "reward_mean": float(buffer.rewards().mean()) if buffer.num_samples else None,
         **{k: _finite_or_none(v) for k, v in losses.items()},
         "steps_per_second": steps_per_second,
     }
@@ -589,6 +678,7 @@ def _rollout(
     state: _Progress,
     seed: int,
     env_id: str,
+    total_steps: int | None = None,
 ) -> tuple[Any, list[tuple[float, bool | None]]]:
     """Collect ``rollout_length`` steps in every env (auto-reset); count env steps, best code.
 
@@ -596,7 +686,7 @@ def _rollout(
     Group agents (GRPO, GiGPO) roll out whole groups of episodes instead (rl/group_rollout.py).
     """
     if hasattr(agent, "collect_groups"):
-        return agent.collect_groups(slots, generator, state, seed)
+        return agent.collect_groups(slots, generator, state, seed, budget=total_steps)
     from agentbench_poad.rl.buffer import RolloutBuffer
     from agentbench_poad.rl.env_executors import step_envs
 
