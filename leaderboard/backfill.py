@@ -85,9 +85,12 @@ def _replay_discounted(record: dict[str, Any]) -> None:
     if discount is None:
         raise RecordError(f"{rid}: {env_id} has no protocol discount to compute returns with")
     config = record["config"]
+    from agentbench_poad.leaderboard.agent_source import replay_spec
+
+    spec = replay_spec(record)  # the record's one agent, its source checked (as verify does)
     for seed in record["scores"]["per_seed"]:
         request = EvaluationRequest(
-            agent=config.get("agent_spec") or record["agent"]["spec"],
+            agent=spec,
             env_id=env_id,
             seed=int(seed["seed"]),
             episodes=int(record["protocol"]["episodes_per_seed"]),

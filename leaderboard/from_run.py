@@ -297,6 +297,11 @@ def record_from_runs(
         if isinstance(model, dict)
         else None
     )
+    if isinstance(model, str):  # before any model loads (a relative path of an older run)
+        from agentbench_poad.models.reference import model_problem
+
+        if problem := model_problem(model, where=f"the runs' model ({run_dirs[0]})"):
+            raise RecordError(problem)
     curve = combine_curves([read_learning_curve(r) for r in run_dirs], y=_curve_label(run_dirs))
     best = [b | {"seed": int(s)} for s, r in runs.items() if (b := read_best_code(Path(r)))]
     best_code = max(best, key=lambda b: b["reward"]) if best else None

@@ -54,6 +54,7 @@ from agentbench_poad.evaluation import (
     EvaluationRequest,
     evaluate_cell,
 )
+from agentbench_poad.leaderboard.agent_source import agent_source
 from agentbench_poad.leaderboard.records import (
     make_record_id,
     new_record,
@@ -438,6 +439,7 @@ def build_record(
             "version": first.agent_version,
             "spec": spec,
             "kwargs": _jsonable(dict(plan.agent_kwargs)),
+            **({"source": source} if (source := agent_source(spec)) else {}),
         },
         model={"base": provenance.base_model, "adapter": provenance.adapter},
         protocol={

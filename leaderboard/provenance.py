@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.leaderboard.runs import resolve_run
+from agentbench_poad.leaderboard.runs import confine, resolve_run
 from agentbench_poad.leaderboard.schema import RecordError
 from agentbench_poad.models.digest import (
     DIGEST_NAME,
@@ -235,7 +235,7 @@ def check_hashes(
         folder = checkpoint / "adapter"
         present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
         for name, sha in sorted(stated["files"].items()):
-            path = folder / name
+            path = confine(folder, name, f"{rid}: seed {seed}'s adapter file")
             if not path.is_file():
                 raise HashMismatch(f"{rid}: seed {seed}'s adapter file {path} is missing")
             actual = file_sha256(path)

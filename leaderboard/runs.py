@@ -91,15 +91,66 @@ def runs_root(explicit: str | os.PathLike | None = None, *, must_exist: bool = T
     return root
 
 
+class PathEscapes(RecordError):
+    """A relative path a record names leaves its root (``..`` or a symlink pointing out)."""
+
+
+def check_relative(path: str | os.PathLike, what: str) -> None:
+    """Refuse a relative path whose ``..`` parts climb out of the folder it is relative to.
+
+    A lexical check (no file system): it holds on a machine where the path does not exist yet
+    (``leaderboard add`` of a record whose runs are elsewhere).
+
+    Raises:
+        PathEscapes: naming ``what`` and the path.
+    """
+    depth = 0
+    for part in Path(path).parts:
+        depth += -1 if part == ".." else (0 if part in (".", "") else 1)
+        if depth < 0:
+            raise PathEscapes(
+                f"{what} {str(path)!r} climbs out of its root with '..'; a record names paths "
+                "inside their roots only (a run inside the runs root, an adapter file inside "
+                "its adapter folder, an agent file inside the record's checkout)"
+            )
+
+
+def confine(root: str | os.PathLike, path: str | os.PathLike, what: str) -> Path:
+    """``root / path`` with symlinks resolved, refused unless it stays inside ``root``.
+
+    Args:
+        root: the folder ``path`` is relative to.
+        path: a relative path from a record.
+        what: what the path is, for the message (``"training run"``, ``"agent file"``).
+
+    Raises:
+        PathEscapes: ``path`` is absolute, climbs out with ``..`` or resolves (through a
+            symlink) outside ``root``.
+    """
+    if Path(path).is_absolute():
+        raise PathEscapes(f"{what} {str(path)!r} must be a path relative to {root}")
+    check_relative(path, what)
+    base = Path(root).resolve()
+    target = (base / path).resolve()
+    if not target.is_relative_to(base):
+        raise PathEscapes(
+            f"{what} {str(path)!r} resolves to {target}, outside its root {base} (a symlink "
+            "points out of it); copy the files into the root instead of linking them"
+        )
+    return target
+
+
 def resolve_run(run: str | os.PathLike, root: str | os.PathLike | None = None) -> Path:
-    """The run folder a record names: absolute as written, else relative to the runs root.
+    """The run folder a record names: absolute as written, else relative to the runs root and
+    confined to it (:func:`confine`: no ``..`` escape, no symlink out of the root).
 
     Raises:
         RunsNotFound: the runs root or the run folder does not exist (naming the fix).
+        PathEscapes: a relative run path leaves the runs root.
     """
     path = Path(run)
     if not path.is_absolute():
-        path = runs_root(root) / path
+        path = confine(runs_root(root), path, "training run")
     if not path.is_dir():
         raise RunsNotFound(
             f"training run {str(run)!r} is not in the runs root ({path} does not exist); point "
@@ -170,10 +221,9 @@ def check_board_runs(records_dir: str | os.PathLike, run_dirs: list[str | os.Pat
     )
 
 
-def absolute_runs(record: dict) -> list[str]:
-    """The run paths ``record`` writes out in full (``config.agent_kwargs.runs``,
-    ``agent.kwargs.runs``, ``training.runs``, ``model.adapters.*.run``): valid on the machine
-    that made the record only."""
+def named_runs(record: dict) -> list[str]:
+    """Every run path ``record`` names (``config.agent_kwargs.runs``, ``agent.kwargs.runs``,
+    ``training.runs``, ``model.adapters.*.run``), as written."""
     named: list = []
     for kwargs in (
         (record.get("config") or {}).get("agent_kwargs"),
@@ -184,7 +234,39 @@ def absolute_runs(record: dict) -> list[str]:
     named += list((record.get("training") or {}).get("runs") or [])
     adapters = (record.get("model") or {}).get("adapters") or {}
     named += [a.get("run") for a in adapters.values() if isinstance(a, dict) and a.get("run")]
-    return sorted({str(r) for r in named if Path(str(r)).is_absolute()})
+    return sorted({str(r) for r in named if r})
+
+
+def absolute_runs(record: dict) -> list[str]:
+    """The run paths ``record`` writes out in full (see :func:`named_runs`): valid on the
+    machine that made the record only."""
+    return [r for r in named_runs(record) if Path(r).is_absolute()]
+
+
+def check_record_paths(record: dict, root: str | os.PathLike | None = None) -> None:
+    """Refuse a record one of whose relative paths leaves its root: a run (``..``, or a symlink
+    in the runs root that points out of it, where the run exists here), an adapter's checkpoint
+    or file name (absolute, or ``..``). Absolute runs are left to :func:`check_board_runs` and
+    ``check_portable_runs`` (a board refuses them; a private store keeps machine-local runs).
+
+    Raises:
+        PathEscapes: naming the path.
+    """
+    base = runs_root(root, must_exist=False)
+    for run in named_runs(record):
+        if Path(run).is_absolute():
+            continue
+        check_relative(run, "training run")
+        if (base / run).exists():
+            confine(base, run, "training run")
+    for seed, adapter in ((record.get("model") or {}).get("adapters") or {}).items():
+        if not isinstance(adapter, dict):
+            continue
+        what = f"seed {seed}'s adapter file"
+        for name in [str(adapter.get("checkpoint") or "."), *map(str, adapter.get("files") or {})]:
+            if Path(name).is_absolute():
+                raise PathEscapes(f"{what} {name!r} must be relative to its adapter folder")
+            check_relative(name, what)
 
 
 # -- finished runs keep what verify and the report need ------------------------------------------

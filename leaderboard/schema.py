@@ -13,11 +13,17 @@ Version history:
   and ``scores.discounted_return_stderr`` (the discounted return over seeds, beside the
   undiscounted ``scores.mean``); ``model.base_weights`` and ``model.adapters`` (content hashes,
   :mod:`agentbench_poad.leaderboard.provenance`); ``software.dirty_allowed`` (the record was
-  added from a dirty tree with ``--allow-dirty``).
+  added from a dirty tree with ``--allow-dirty``); ``agent.source`` (a user agent's source file
+  and its sha256, :mod:`agentbench_poad.leaderboard.agent_source`).
+
+:func:`check_formats` (run by ``leaderboard add``) also checks the formats of ``created_at`` (ISO
+8601 date and time), ``software.python`` and ``software.package_version`` (version numbers);
+reading a record does not, so a record written before the check still loads.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agentbench_poad.errors import AgentBenchError
@@ -90,6 +96,14 @@ _ADAPTERS = {
     },
 }
 
+#: ``agent.source``: the user agent's source file and its sha256, checked before ``verify``
+#: imports it (leaderboard/agent_source.py).
+_AGENT_SOURCE = {
+    "type": ["object", "null"],
+    "required": ["file", "sha256"],
+    "properties": {"file": {"type": "string"}, "sha256": _SHA256},
+}
+
 _CURVE_POINT = {
     "type": "object",
     "required": ["step", "mean"],
@@ -149,6 +163,7 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "version": {"type": "string"},
                 "spec": _STRING_OR_NULL,
                 "kwargs": {"type": "object"},
+                "source": _AGENT_SOURCE,
             },
         },
         "model": {
@@ -302,3 +317,56 @@ def validate_record(record: Any, source: str = "record") -> dict[str, Any]:
             "`agentbench-poad leaderboard add --run RUN_DIR`"
         )
     return record
+
+
+#: ``created_at``: an ISO 8601 date and time (``2026-01-31T12:00:00+00:00``), seconds and zone
+#: optional.
+ISO_TIMESTAMP = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?$"
+)
+#: ``software.python``: ``platform.python_version()`` (``3.11.7``, ``3.13.0rc1``, ``3.14.0a1+``).
+PYTHON_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?((a|b|rc)\d+)?\+?$")
+
+#: ``software.package_version``: a PEP 440 version (the pattern of PEP 440's appendix, without
+#: the optional leading ``v`` and surrounding spaces), e.g. ``0.1.0``, ``0.2.0.dev3+g1a2b3c``.
+PEP440_VERSION = re.compile(
+    r"^(\d+!)?\d+(\.\d+)*([-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?\d*)?"
+    r"(-\d+|[-_.]?(post|rev|r)[-_.]?\d*)?([-_.]?dev[-_.]?\d*)?"
+    r"(\+[a-z0-9]+([-_.][a-z0-9]+)*)?$",
+    re.IGNORECASE,
+)
+
+
+def check_formats(record: dict[str, Any], source: str = "record") -> None:
+    """Check the free-text fields that have a format: ``created_at`` (:data:`ISO_TIMESTAMP`, a
+    real date), ``software.python`` (:data:`PYTHON_VERSION`), ``software.package_version`` (a
+    PEP 440 version).
+
+    Raises:
+        RecordError: naming the field, its value and the expected format.
+    """
+    import datetime as dt
+
+    def bad(field: str, value: Any, expected: str) -> RecordError:
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        return RecordError(
+            f"{source}: {field} is {shown}, not {expected}; re-create the record with "
+            "`agentbench-poad evaluate` or `agentbench-poad leaderboard add --run RUN_DIR`"
+        )
+
+    created = record.get("created_at")
+    try:
+        ok = isinstance(created, str) and bool(ISO_TIMESTAMP.match(created))
+        ok = ok and dt.datetime.fromisoformat(created.replace("Z", "+00:00")) is not None
+    except ValueError:
+        ok = False
+    if not ok:
+        raise bad("created_at", created, "an ISO 8601 date and time (2026-01-31T12:00:00+00:00)")
+    software = record.get("software") or {}
+    python = software.get("python")
+    if not isinstance(python, str) or not PYTHON_VERSION.match(python):
+        raise bad("software.python", python, "a Python version (3.11.7)")
+    version = software.get("package_version")
+    if not isinstance(version, str) or not PEP440_VERSION.match(version):
+        raise bad("software.package_version", version, "a PEP 440 version (0.1.0)")

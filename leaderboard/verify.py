@@ -11,7 +11,8 @@ Three stages, in this order; the first two raise a :class:`RecordError` naming w
    weights and each seed's adapter files must have the digests the record states, before
    anything is loaded.
 3. **Replay**: episodes are re-run from their reset seeds with the record's agent factory
-   (``config.agent_spec`` + ``agent_kwargs``) through the one evaluation runner
+   (its one spec: ``agent.spec``, equal to ``config.agent_spec``; + ``agent_kwargs``) through the
+   one evaluation runner
    (:func:`agentbench_poad.evaluation.evaluate_cell`; an agent that plays in batches replays the
    sampled episode's whole batch). By default ``episodes_per_seed`` episodes of *every* seed.
 
@@ -27,7 +28,13 @@ Three stages, in this order; the first two raise a :class:`RecordError` naming w
      ``sqrt(2) * s / sqrt(n)``); the discounted return is judged the same way. Seeded sampling
      on the same hardware usually reproduces exactly anyway; ``exact_matches`` says.
 
-Run paths resolve against the runs root (:mod:`agentbench_poad.leaderboard.runs`).
+Before stage 1, the record's agent is pinned down
+(:func:`agentbench_poad.leaderboard.agent_source.replay_spec`): one spec, a user agent's source
+file inside the record's checkout and with the sha256 the record states. **Verify imports and
+runs that code**: review it before verifying a record someone else made (docs/leaderboard.md).
+
+Run paths resolve against the runs root (:mod:`agentbench_poad.leaderboard.runs`), confined to
+it (no ``..`` escape, no symlink out of it).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentbench_poad.leaderboard.records import RecordError, mean_stderr
+from agentbench_poad.leaderboard.records import mean_stderr
 
 #: How many standard deviations (of the difference of means) a sampled agent may drift.
 SAMPLED_Z = 3.0
@@ -132,6 +139,8 @@ def verify_record(
     progress: bool = False,
     runs_root: str | os.PathLike | None = None,
     download: bool | None = None,
+    agent_root: str | os.PathLike | None = None,
+    trust_unhashed: bool = False,
 ) -> VerifyResult:
     """Recompute, check the hashes of, then replay ``record`` (see the module doc).
 
@@ -145,13 +154,21 @@ def verify_record(
         runs_root: the folder the record's run paths are relative to (default:
             ``$AGENTBENCH_POAD_RUNS`` or the checkout's ``runs/``).
         download: fetch a named base model that is not cached (default: unless offline).
+        agent_root: the folder a user agent's file must lie in (default: the record's checkout,
+            :func:`~agentbench_poad.leaderboard.agent_source.agent_root`).
+        trust_unhashed: replay a user agent whose record states no source hash (made before
+            records carried one); the caller has reviewed the file.
 
     Raises:
-        RecordError: the record's agent cannot be rebuilt, a derived number differs
+        RecordError: the record's agent cannot be rebuilt, or is not the one it shows (two
+            specs, a source hash that differs or is absent, an agent file outside its root:
+            :class:`~agentbench_poad.leaderboard.agent_source.AgentSourceMismatch`,
+            :class:`~agentbench_poad.leaderboard.runs.PathEscapes`), a derived number differs
             (:class:`~agentbench_poad.leaderboard.recompute.DerivedMismatch`), a hash differs or a
             weight file is missing (:class:`~agentbench_poad.leaderboard.provenance.HashMismatch`),
             or a run is not in the runs root.
     """
+    from agentbench_poad.leaderboard.agent_source import replay_spec
     from agentbench_poad.leaderboard.provenance import check_hashes, record_runs
     from agentbench_poad.leaderboard.recompute import check_derived
     from agentbench_poad.leaderboard.runs import resolve_run
@@ -159,13 +176,7 @@ def verify_record(
     if episodes_per_seed < 1:
         raise ValueError(f"episodes_per_seed must be >= 1, got {episodes_per_seed}")
     config = record["config"]
-    spec = config.get("agent_spec") or record["agent"].get("spec")
-    if not spec:
-        raise RecordError(
-            f"{record['record_id']}: the record names no agent factory (config.agent_spec), so "
-            "its agent cannot be rebuilt; records made with `agentbench-poad evaluate --agent "
-            "module:Factory` or `leaderboard add --run` can be verified"
-        )
+    spec = replay_spec(record, root=agent_root, trust_unhashed=trust_unhashed)
     runs = record_runs(record) or {}
     run_dirs = {seed: resolve_run(run, runs_root) for seed, run in runs.items()}
     derived = check_derived(record, run_dirs=run_dirs)

@@ -93,12 +93,28 @@ def add_parser(subparsers) -> None:
         "verify",
         help="recompute a record's numbers, check its weight hashes, replay its episodes; "
         "exit 1 if a replay does not reproduce, 2 if a number or a hash differs",
+        description="Verify imports and runs the record's agent code (a user agent's file, "
+        "checked first against the sha256 the record states). Review a record someone else made "
+        "before verifying it: `leaderboard show ID --json` shows agent.spec and agent.source; "
+        "read that file (docs/leaderboard.md, 'Reviewing a submitted record').",
     )
     v.add_argument("record_id", nargs="+", help="record id(s) or record file(s)")
     v.add_argument(
         "--episodes-per-seed", type=int, default=3, help="episodes to replay per seed (>= 1)"
     )
     v.add_argument("--max-seeds", type=int, help="replay only the first N seeds")
+    v.add_argument(
+        "--agent-root",
+        metavar="DIR",
+        help="the folder a user agent's file must lie in (default: the record's checkout: the "
+        "nearest folder above the record holding .git or pyproject.toml)",
+    )
+    v.add_argument(
+        "--trust-unhashed",
+        action="store_true",
+        help="run a user agent whose record states no hash of its source (agent.source); "
+        "review the file first: verify imports and runs it",
+    )
     v.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     v.set_defaults(func=_runs_scoped(run_verify))
 
@@ -322,6 +338,9 @@ def run_show(args: argparse.Namespace) -> int:
         f"agent      {record['agent']['name']} {record['agent']['version']}"
         f"  spec={record['agent']['spec']}"
     )
+    source = record["agent"].get("source")
+    if source:
+        print(f"source     {source['file']} sha256 {source['sha256']}")
     print(f"model      base={record['model']['base']} adapter={record['model']['adapter']}")
     weights = record["model"].get("base_weights")
     if weights:
@@ -369,7 +388,11 @@ def run_verify(args: argparse.Namespace) -> int:
         try:
             record = find_record(record_id, _store(args))
             result = verify_record(
-                record, episodes_per_seed=args.episodes_per_seed, max_seeds=args.max_seeds
+                record,
+                episodes_per_seed=args.episodes_per_seed,
+                max_seeds=args.max_seeds,
+                agent_root=args.agent_root,
+                trust_unhashed=args.trust_unhashed,
             )
         except RecordError as exc:
             return die(str(exc))
