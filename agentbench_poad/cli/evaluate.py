@@ -59,8 +59,45 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run_evaluate)
 
 
+#: Where ``--agent`` writes its record when ``--out`` is not given.
+DEFAULT_OUT = "agentbench-runs/eval"
+#: ``--agent``-mode options that ``--run`` has no use for: (dest, flag, default).
+_AGENT_ONLY = (
+    ("out", "--out", None),
+    ("add", "--add", False),
+    ("store", "--store", None),
+    ("replace", "--replace", False),
+    ("seeds", "--seeds", None),
+    ("agent_kwargs", "--agent-kwargs", "{}"),
+    ("env_kwargs", "--env-kwargs", "{}"),
+    ("name", "--name", None),
+    ("base_model", "--base-model", None),
+    ("adapter", "--adapter", None),
+    ("batch_size", "--batch-size", None),
+    ("executor", "--executor", None),
+    ("address", "--address", None),
+)
+
+
+def _run_mode_problem(args: argparse.Namespace) -> str | None:
+    """``--run`` with an ``--agent``-mode option it would ignore: an error naming the option
+    (never a silent no-op: ``--run DIR --out X`` writes nothing to X)."""
+    if not args.run:
+        return None
+    given = [flag for dest, flag, default in _AGENT_ONLY if getattr(args, dest) != default]
+    if not given:
+        return None
+    return (
+        f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --agent only; "
+        "--run prints the run's greedy score and writes no file. To write a run record of a "
+        "trained run (and put it on the board), use `agentbench-poad leaderboard add --run "
+        f"{args.run} --store DIR` (see `agentbench-poad leaderboard add --help`)"
+    )
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     error = first_error(
+        _run_mode_problem(args),
         check_run_dir(args.run),
         check_env_id(args.env_id),
         check_at_least(args.episodes, 1, "--episodes"),
@@ -97,12 +134,22 @@ def _report(name: str, result) -> None:  # noqa: ANN001 - a CellResult
 def evaluate_run(args: argparse.Namespace) -> int:
     """The greedy policy of a training run's newest checkpoint (the runner of the curves)."""
     from agentbench_poad.evaluation import EvaluationRequest, evaluate_cell
+    from agentbench_poad.models import ModelNotAvailable
+    from agentbench_poad.models.reference import model_problem
     from agentbench_poad.rl.trainer import load_agent, load_run_config
 
     try:
         spec = load_run_config(args.run)
-        agent = load_agent(args.run, greedy=True, device=args.device)
     except (FileNotFoundError, ValueError) as exc:
+        return die(str(exc))
+    # before the loader asks the hub (and retries for a minute) for a model that is not here
+    if problem := model_problem(
+        str(spec.get("model")), where=f"the run's model (--run {args.run})"
+    ):
+        return die(problem)
+    try:
+        agent = load_agent(args.run, greedy=True, device=args.device)
+    except (FileNotFoundError, ValueError, ModelNotAvailable) as exc:
         return die(str(exc))
     env_id = args.env_id or spec["env_id"]
     env_kwargs = spec.get("env_kwargs", {}) if env_id == spec["env_id"] else {}
@@ -164,9 +211,9 @@ def _add_agent_mode_options(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--out",
-        default="agentbench-runs/eval",
-        help="the record file (NAME.json) or a folder for <record_id>.json; the "
-        "resumable partial file goes next to it",
+        help="the record file (NAME.json) or a folder for <record_id>.json (default: "
+        f"{DEFAULT_OUT}); the resumable partial file goes next to it. Not with --run: a "
+        "trained run's record is made by `agentbench-poad leaderboard add --run DIR`",
     )
     g.add_argument("--add", action="store_true", help="also add the record to the board")
     g.add_argument("--store", help="with --add: records folder (default: the package's)")
@@ -375,17 +422,18 @@ def evaluate_agent_spec(args: argparse.Namespace) -> int:
         training=training,
         command=canonical_command(args),
     )
+    out = args.out or DEFAULT_OUT
     if args.executor:
         return _evaluate_on_executor(args, plan, provenance)
     if args.address:
         return die("--address names a Ray cluster; add --executor ray")
     try:
-        (record,) = evaluate_plan(plan, provenance, out_dir=args.out, progress=not args.no_progress)
+        (record,) = evaluate_plan(plan, provenance, out_dir=out, progress=not args.no_progress)
     except (ModelNotAvailable, DependencyNotInstalled) as exc:  # e.g. lm:NAME offline
         return die(str(exc))
     failed = sum(s["failed_episodes"] for s in record["scores"]["per_seed"])
     return _summarise_and_add(
-        args, record, output_path(args.out, record["record_id"]), f"{failed} failed"
+        args, record, output_path(out, record["record_id"]), f"{failed} failed"
     )
 
 
@@ -410,7 +458,11 @@ def _evaluate_on_executor(args: argparse.Namespace, plan, provenance) -> int:
         return die(str(exc))
     with executor:
         result = evaluate_grid(
-            plan, provenance, executor=executor, out_dir=args.out, on_failure=report_failure
+            plan,
+            provenance,
+            executor=executor,
+            out_dir=args.out or DEFAULT_OUT,
+            on_failure=report_failure,
         )
     for outcome in result.failed:
         print(
