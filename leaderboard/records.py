@@ -25,6 +25,7 @@ from agentbench_poad.leaderboard.schema import (
     RECORD_KIND,
     SCHEMA_VERSION,
     RecordError,
+    check_formats,
     validate_record,
 )
 from agentbench_poad.software import git_commit, software_info  # noqa: F401 - re-exported
@@ -99,9 +100,6 @@ ANCHOR_AGENTS = ("random", "oracle", "scripted")
 #: Env kwargs that choose how an env runs, not what it scores (DataSciCoding's code sandbox):
 #: they neither name an anchor record nor keep a row from its anchors.
 EXECUTION_ENV_KWARGS = frozenset({"sandbox"})
-#: Task env kwargs that every record's id and board label name, whatever the agent: the prompt an
-#: agent saw changes what its score means (DataSciCoding's ``prompt_style``).
-LABEL_ENV_KWARGS = frozenset({"prompt_style"})
 #: Short names of env kwargs in record ids (:func:`env_kwargs_suffix`).
 ENV_KWARG_ABBREVIATIONS = {"max_episode_steps": "steps"}
 
@@ -136,15 +134,9 @@ def record_id_suffix(
     kwargs, so one env keeps several (``Overcooked-TomatoSalad-v0__oracle`` uncapped and
     ``Overcooked-TomatoSalad-v0__oracle__steps30`` with ``max_episode_steps=30``). Any other
     agent keeps one record, and one id, per env, model and training env: a record made before
-    this rule keeps its id when it is made again. The exception: the kwargs of
-    :data:`LABEL_ENV_KWARGS` (``prompt_style``) name every agent's record, so two prompt styles
-    keep two records.
+    this rule keeps its id when it is made again.
     """
-    if agent_name.lower() in ANCHOR_AGENTS:
-        kwargs_part = env_kwargs_suffix(env_kwargs)
-    else:  # only the kwargs every label names (LABEL_ENV_KWARGS): old ids stay as they were
-        shown = {k: v for k, v in (env_kwargs or {}).items() if k in LABEL_ENV_KWARGS}
-        kwargs_part = env_kwargs_suffix(shown)
+    kwargs_part = env_kwargs_suffix(env_kwargs) if agent_name.lower() in ANCHOR_AGENTS else None
     return "__".join(p for p in (suffix, kwargs_part) if p) or None
 
 
@@ -240,6 +232,11 @@ def add_record(
     package's own board (:data:`DEFAULT_STORE`); ``agentbench-poad leaderboard add`` refuses on
     every store unless ``--allow-dirty``.
 
+    Besides the schema, the record must name one agent (``agent.spec`` equal to
+    ``config.agent_spec``), state ``created_at`` and its versions in their formats
+    (:func:`~agentbench_poad.leaderboard.schema.check_formats`) and name no run or adapter file
+    outside its root (:func:`~agentbench_poad.leaderboard.runs.check_record_paths`).
+
     Raises:
         RecordError: invalid record, or one with the same id exists and ``replace`` is false.
         DirtyTree: the record comes from a dirty tree and dirty records are not allowed here.
@@ -260,6 +257,9 @@ def add_record(
             )
         record = {**record, "software": {**software, "dirty_allowed": True}}
     check_config_source(record)  # a tuned record must use its spec's chosen config (issue 27)
+    check_formats(record, source=f"record {record['record_id']!r}")
+    check_record_paths(record)  # no run or adapter file outside its root (issue 47)
+    record_spec(record)  # one agent: agent.spec == config.agent_spec (issue 47)
     check_portable_runs(record, store)
     path = store_path(store) / f"{record['record_id']}.json"
     if path.exists() and not replace:
@@ -268,6 +268,21 @@ def add_record(
             "new record another name (--name)"
         )
     return write_record(path, record)
+
+
+def check_record_paths(record: Mapping[str, Any]) -> None:
+    """:func:`agentbench_poad.leaderboard.runs.check_record_paths` (imported late: runs imports
+    this module's schema)."""
+    from agentbench_poad.leaderboard.runs import check_record_paths as check
+
+    check(dict(record))
+
+
+def record_spec(record: Mapping[str, Any]) -> str | None:
+    """:func:`agentbench_poad.leaderboard.agent_source.record_spec` (the record's one spec)."""
+    from agentbench_poad.leaderboard.agent_source import record_spec as spec
+
+    return spec(record)
 
 
 def check_portable_runs(record: Mapping[str, Any], store: Path | str | None = None) -> None:

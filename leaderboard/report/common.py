@@ -7,18 +7,14 @@ return through :func:`seed_discounted_returns` (one place that knows where recor
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.leaderboard.records import (
-    ANCHOR_AGENTS,
-    LABEL_ENV_KWARGS,
-    mean_stderr,
-    task_env_kwargs,
-)
+from agentbench_poad.leaderboard.records import ANCHOR_AGENTS, mean_stderr, task_env_kwargs
 from agentbench_poad.leaderboard.report.paper import PaperResults, layout_tasks
 from agentbench_poad.leaderboard.report.stats import normalised
 from agentbench_poad.registration import UnknownEnvError, env_facts
@@ -55,11 +51,53 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return "--" if value is None else f"{value:.{digits}f}"
 
 
+_BACKTICKS = re.compile(r"`+")
+
+
+def md_text(text: str) -> str:
+    """``text`` with its HTML made inert for Markdown: ``&`` and ``<`` become entities outside
+    code spans, so no tag, comment or autolink from a record's field (``<script>``,
+    ``<img onerror=...>``) reaches a renderer that allows some HTML.
+
+    Code spans are found as CommonMark finds them (a run of n backticks, not escaped by a
+    backslash, up to the next run of exactly n); their content is shown literally by every
+    renderer, so it is left as is. ``>`` cannot open HTML and is kept (``P(A > B)``).
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        opener = _BACKTICKS.search(text, i)
+        if opener is None:
+            out.append(_entities(text[i:]))
+            break
+        start, end = opener.span()
+        escaped = len(text[:start]) - len(text[:start].rstrip("\\"))
+        if escaped % 2:  # \` is a literal backtick, not an opener (one backtick of the run)
+            out.append(_entities(text[i : start + 1]))
+            i = start + 1
+            continue
+        closer = next(
+            (m for m in _BACKTICKS.finditer(text, end) if len(m.group()) == end - start), None
+        )
+        if closer is None:  # no closing run: the backticks are literal
+            out.append(_entities(text[i:end]))
+            i = end
+            continue
+        out.append(_entities(text[i:start]) + text[start : closer.end()])
+        i = closer.end()
+    return "".join(out)
+
+
+def _entities(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub-flavoured Markdown table; a ``|`` inside a cell is escaped."""
+    """A GitHub-flavoured Markdown table; a ``|`` inside a cell is escaped, and its HTML
+    (:func:`md_text`)."""
 
     def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(md_text(c).replace("|", "\\|") for c in cells) + " |"
 
     return "\n".join([line(header), "|" + "---|" * len(header), *(line(r) for r in rows)])
 
@@ -116,8 +154,6 @@ def agent_label(record: dict[str, Any], *, source: bool = False) -> str:
         label += f" [trainer: {outside}]"
     if is_anchor(record) and env_kwargs_of(record):  # one env has an anchor per env kwargs
         label += f" [{kwargs_text(env_kwargs_of(record))}]"
-    elif shown := {k: v for k, v in env_kwargs_of(record).items() if k in LABEL_ENV_KWARGS}:
-        label += f" [{kwargs_text(shown)}]"  # e.g. the prompt style the agent saw
     return label
 
 

@@ -11,10 +11,18 @@ from agentbench_poad.leaderboard.report.blocks import (
     Section,
     Table,
 )
+from agentbench_poad.leaderboard.report.common import md_text
 
 
 def _esc(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """One table cell or caption: HTML made inert (:func:`.common.md_text`), ``|`` escaped,
+    on one line."""
+    return md_text(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _text(text: str) -> str:
+    """A heading, paragraph or chart title: HTML made inert (its text may quote a record)."""
+    return md_text(text)
 
 
 def _italic(text: str) -> str:
@@ -40,24 +48,30 @@ def render_table(table: Table) -> str:
 
 
 def _blocks(section: Section, level: int, chart_paths: Mapping[str, str]) -> list[str]:
-    out = [f"{'#' * level} {section.heading}", ""]
+    out = [f"{'#' * level} {_text(section.heading).replace(chr(10), ' ')}", ""]
     for block in section.blocks:
         if isinstance(block, Section):
             out += _blocks(block, level + 1, chart_paths)
         elif isinstance(block, Paragraph):
-            out += [f"> {block.text}" if block.callout else block.text, ""]
+            out += [_paragraph(block), ""]
         elif isinstance(block, Table):
             out += [render_table(block), ""]
         elif isinstance(block, CHART_TYPES):
-            out += [f"![{block.title}]({chart_paths[block.name]})", ""]
+            title = _text(block.title).replace("]", "\\]").replace("\n", " ")
+            out += [f"![{title}]({chart_paths[block.name]})", ""]
     return out
+
+
+def _paragraph(block: Paragraph) -> str:
+    text = _text(block.text)
+    return f"> {text}" if block.callout else text
 
 
 def render_markdown(report: Report, chart_paths: Mapping[str, str]) -> str:
     """The report as Markdown; ``chart_paths`` maps each chart's name to its SVG file's link."""
-    out = [f"# {report.title}", ""]
+    out = [f"# {_text(report.title)}", ""]
     for p in report.intro:
-        out += [f"> {p.text}" if p.callout else p.text, ""]
+        out += [_paragraph(p), ""]
     for section in report.sections:
         out += _blocks(section, 2, chart_paths)
     return "\n".join(out)
