@@ -100,6 +100,9 @@ ANCHOR_AGENTS = ("random", "oracle", "scripted")
 #: Env kwargs that choose how an env runs, not what it scores (DataSciCoding's code sandbox):
 #: they neither name an anchor record nor keep a row from its anchors.
 EXECUTION_ENV_KWARGS = frozenset({"sandbox"})
+#: Task env kwargs that every record's id and board label name, whatever the agent: the prompt an
+#: agent saw changes what its score means (DataSciCoding's ``prompt_style``).
+LABEL_ENV_KWARGS = frozenset({"prompt_style"})
 #: Short names of env kwargs in record ids (:func:`env_kwargs_suffix`).
 ENV_KWARG_ABBREVIATIONS = {"max_episode_steps": "steps"}
 
@@ -134,9 +137,15 @@ def record_id_suffix(
     kwargs, so one env keeps several (``Overcooked-TomatoSalad-v0__oracle`` uncapped and
     ``Overcooked-TomatoSalad-v0__oracle__steps30`` with ``max_episode_steps=30``). Any other
     agent keeps one record, and one id, per env, model and training env: a record made before
-    this rule keeps its id when it is made again.
+    this rule keeps its id when it is made again. The exception: the kwargs of
+    :data:`LABEL_ENV_KWARGS` (``prompt_style``) name every agent's record, so two prompt styles
+    keep two records.
     """
-    kwargs_part = env_kwargs_suffix(env_kwargs) if agent_name.lower() in ANCHOR_AGENTS else None
+    if agent_name.lower() in ANCHOR_AGENTS:
+        kwargs_part = env_kwargs_suffix(env_kwargs)
+    else:  # only the kwargs every label names (LABEL_ENV_KWARGS): old ids stay as they were
+        shown = {k: v for k, v in (env_kwargs or {}).items() if k in LABEL_ENV_KWARGS}
+        kwargs_part = env_kwargs_suffix(shown)
     return "__".join(p for p in (suffix, kwargs_part) if p) or None
 
 

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.leaderboard.records import ANCHOR_AGENTS, mean_stderr, task_env_kwargs
+from agentbench_poad.leaderboard.records import (
+    ANCHOR_AGENTS,
+    LABEL_ENV_KWARGS,
+    mean_stderr,
+    task_env_kwargs,
+)
 from agentbench_poad.leaderboard.report.paper import PaperResults, layout_tasks
 from agentbench_poad.leaderboard.report.stats import normalised
 from agentbench_poad.registration import UnknownEnvError, env_facts
@@ -154,6 +159,8 @@ def agent_label(record: dict[str, Any], *, source: bool = False) -> str:
         label += f" [trainer: {outside}]"
     if is_anchor(record) and env_kwargs_of(record):  # one env has an anchor per env kwargs
         label += f" [{kwargs_text(env_kwargs_of(record))}]"
+    elif shown := {k: v for k, v in env_kwargs_of(record).items() if k in LABEL_ENV_KWARGS}:
+        label += f" [{kwargs_text(shown)}]"  # e.g. the prompt style the agent saw
     return label
 
 
