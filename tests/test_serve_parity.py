@@ -237,6 +237,8 @@ def test_sessions_over_the_cap_are_refused():
         with RemoteTextEnv(server.base_url) as first:
             first.reset(seed=0)
             with connect(server.base_url.replace("http", "ws") + "/ws") as second:
+                # a connection takes a slot with its first message (tests/test_serve_hostile.py)
+                second.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
                 code, message = error_reply(json.loads(second.recv(timeout=60)))
             assert code == "CAPACITY_REACHED", message
             first.step("take the bowl")  # the first session is untouched

@@ -36,7 +36,14 @@ def add_parser(subparsers) -> None:
         "--max-message-bytes",
         type=int,
         default=1 << 20,
-        help="largest WebSocket message read; a larger one closes its connection",
+        help="largest WebSocket message (a larger one closes its connection) and HTTP body (413)",
+    )
+    p.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a new connection may take to send its first message before it is "
+        "closed (0: never); it holds no session slot until that message",
     )
     p.add_argument("--log-level", default="info", help="uvicorn log level")
     p.set_defaults(func=run_serve)
@@ -45,7 +52,7 @@ def add_parser(subparsers) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     import json
 
-    from agentbench_poad.serve.app import UnknownEnvId, check_env_id
+    from agentbench_poad.serve.app import BadEnvKwargs, UnknownEnvId, check_env_id, check_env_kwargs
 
     try:
         check_env_id(args.env_id)
@@ -63,6 +70,14 @@ def run_serve(args: argparse.Namespace) -> int:
         return die(f"--max-sessions must be >= 1, got {args.max_sessions}")
     if args.session_timeout < 0:
         return die(f"--session-timeout must be >= 0, got {args.session_timeout}")
+    if args.handshake_timeout < 0:
+        return die(f"--handshake-timeout must be >= 0, got {args.handshake_timeout}")
+    if args.max_message_bytes < 1:
+        return die(f"--max-message-bytes must be >= 1, got {args.max_message_bytes}")
+    try:  # make the env once now, rather than fail every session's first reset
+        check_env_kwargs(args.env_id, env_kwargs)
+    except BadEnvKwargs as exc:
+        return die(str(exc))
     try:
         import openenv.core  # noqa: F401
         import uvicorn  # noqa: F401
@@ -82,6 +97,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         session_timeout=args.session_timeout or None,
         max_message_bytes=args.max_message_bytes,
+        handshake_timeout=args.handshake_timeout or None,
         log_level=args.log_level,
     )
     return 0

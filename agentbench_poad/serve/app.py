@@ -1,21 +1,27 @@
 """The server: OpenEnv's ``create_app`` over :class:`~agentbench_poad.serve.environment.ServedEnv`.
 
-OpenEnv's HTTP server gives every WebSocket connection (``/ws``, what ``EnvClient`` speaks) its
-own environment and closes it when the connection ends; :func:`make_app` only chooses the id,
-the session cap and the idle timeout. :func:`serve` runs it under uvicorn (``agentbench-poad
-serve ID``); :class:`ServerThread` runs it in a background thread of this process (tests,
-examples, notebooks).
+OpenEnv's HTTP server gives every WebSocket session (``/ws``, what ``EnvClient`` speaks) its own
+environment and closes it when the connection ends; :func:`make_app` chooses the id, checks its
+``env_kwargs`` by making the env once, sets the session cap and the idle timeout, and puts
+:class:`~agentbench_poad.serve.guard.ClientGuard` in front of it. :func:`serve` runs it under
+uvicorn (``agentbench-poad serve ID``); :class:`ServerThread` runs it in a background thread of
+this process (tests, examples, notebooks).
 
-Limits on bad clients:
+Limits on bad clients (``tests/test_serve_hostile.py``, ``tests/test_serve_parity.py``):
 
+* a connection holds a session slot only from its first valid message (a JSON object of type
+  ``reset``, ``step`` or ``state``); one that sends none within ``handshake_timeout`` seconds
+  (default 30) is told so and closed (code 1008);
 * a WebSocket frame over ``max_message_bytes`` (default 1 MiB) closes that connection (close
-  code 1009) and ends its session; an action over ``MAX_ACTION_LENGTH`` characters, a
-  non-string action, a malformed JSON message or an unknown message type get an error reply and
-  the session stays open;
+  code 1009) and ends its session; an HTTP body over it gets 413; an action over
+  ``MAX_ACTION_LENGTH`` characters, a non-string action, malformed JSON, JSON that is not an
+  object or an unknown message type get an error reply and the session stays open;
+* no error reply quotes more than a short prefix of the input (``guard.ECHO_PREFIX_CHARS``);
+* a client that drops its connection ends its session without a traceback in the log;
 * a session idle for ``session_timeout`` seconds is closed by OpenEnv's reaper (which looks
   every ``max(timeout / 4, 5)`` seconds): its env is closed and its next call gets an error;
-* at most ``max_sessions`` sessions at once: the next connection gets a ``CAPACITY_REACHED``
-  error.
+* at most ``max_sessions`` sessions at once: the next connection's first message gets a
+  ``CAPACITY_REACHED`` error.
 
 OpenEnv's stateless HTTP ``/reset`` and ``/step`` build a fresh env per request (a ``/step``
 there always answers 409: the env was never reset); episodes are played over ``/ws``.
@@ -25,10 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import json
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
+
+from agentbench_poad.serve.guard import DEFAULT_HANDSHAKE_TIMEOUT, ClientGuard
 
 #: Default cap on concurrent sessions of one server.
 DEFAULT_MAX_SESSIONS = 16
@@ -40,6 +49,10 @@ DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 
 class UnknownEnvId(ValueError):
     """An id that is not registered (the message lists close ids)."""
+
+
+class BadEnvKwargs(ValueError):
+    """``env_kwargs`` the id's env does not take (the message names the keys and the fix)."""
 
 
 def check_env_id(env_id: str) -> str:
@@ -59,20 +72,71 @@ def check_env_id(env_id: str) -> str:
     )
 
 
+# gym.make's own keyword arguments (the rest go to the env's constructor).
+_MAKE_KWARGS = frozenset({"max_episode_steps", "disable_env_checker"})
+
+
+def check_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any] | None) -> None:
+    """Make ``env_id``'s env once with ``env_kwargs`` and close it, or raise
+    :class:`BadEnvKwargs` naming the keys it does not take (or why making it failed).
+
+    Making an env is cheap (sandboxes and data load on its first reset), so a server checks
+    its kwargs here rather than failing every session's first reset.
+    """
+    import inspect
+
+    import gymnasium as gym
+
+    import agentbench_poad  # noqa: F401 - registers the ids
+
+    kwargs = dict(env_kwargs or {})
+    spec = gym.spec(env_id)
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        creator = gym.envs.registration.load_env_creator(creator)
+    try:
+        params = inspect.signature(creator).parameters
+    except (TypeError, ValueError):  # a creator without a signature: making it will tell
+        params = {}
+    takes_any = not params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    accepted = {name for name in params if name != "self"} | _MAKE_KWARGS
+    unknown = sorted(set(kwargs) - accepted)
+    if unknown and not takes_any:
+        raise BadEnvKwargs(
+            f"--env-kwargs: {env_id} does not take {', '.join(map(repr, unknown))}; "
+            f"it takes {', '.join(sorted(accepted))}"
+        )
+    try:
+        env = gym.make(env_id, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - any failure here is a bad kwarg value
+        raise BadEnvKwargs(
+            f"--env-kwargs {json.dumps(kwargs, default=repr)}: gym.make({env_id!r}) failed "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
+    env.close()
+
+
 def make_app(
     env_id: str,
     *,
     env_kwargs: Mapping[str, Any] | None = None,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     session_timeout: float | None = DEFAULT_SESSION_TIMEOUT,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
 ):
-    """The FastAPI app that serves ``env_id`` (OpenEnv's ``create_app``).
+    """The FastAPI app that serves ``env_id`` (OpenEnv's ``create_app`` behind
+    :class:`~agentbench_poad.serve.guard.ClientGuard`).
 
     Args:
         env_id: A registered id; checked here (:class:`UnknownEnvId`).
-        env_kwargs: Keyword arguments for ``gym.make`` of every session's env.
+        env_kwargs: Keyword arguments for ``gym.make`` of every session's env; checked here by
+            making the env once (:class:`BadEnvKwargs`).
         max_sessions: Concurrent sessions (one env each).
         session_timeout: Seconds of inactivity after which a session is closed (None: never).
+        max_message_bytes: Largest WebSocket message and HTTP request body.
+        handshake_timeout: Seconds a new connection may take to send its first valid message
+            (None: no limit; it holds no session slot until then either way).
     """
     from openenv.core.env_server.http_server import create_app
     from openenv.core.env_server.types import ConcurrencyConfig
@@ -81,6 +145,7 @@ def make_app(
     from agentbench_poad.serve.models import TextAction, TextObservation
 
     check_env_id(env_id)
+    check_env_kwargs(env_id, env_kwargs)
     app = create_app(
         env_factory(env_id, env_kwargs),
         TextAction,
@@ -98,6 +163,9 @@ def make_app(
         return JSONResponse(status_code=409, content={"detail": str(exc)})
 
     app.add_exception_handler(NotReset, not_reset)  # HTTP /step: a 409 that says why
+    app.add_middleware(
+        ClientGuard, max_message_bytes=max_message_bytes, handshake_timeout=handshake_timeout
+    )
     return app
 
 
@@ -123,13 +191,20 @@ def serve(
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     session_timeout: float | None = DEFAULT_SESSION_TIMEOUT,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
     log_level: str = "info",
 ) -> None:
-    """Serve ``env_id`` until interrupted (``agentbench-poad serve``)."""
+    """Serve ``env_id`` until interrupted (``agentbench-poad serve``); the arguments are
+    :func:`make_app`'s and uvicorn's."""
     import uvicorn
 
     app = make_app(
-        env_id, env_kwargs=env_kwargs, max_sessions=max_sessions, session_timeout=session_timeout
+        env_id,
+        env_kwargs=env_kwargs,
+        max_sessions=max_sessions,
+        session_timeout=session_timeout,
+        max_message_bytes=max_message_bytes,
+        handshake_timeout=handshake_timeout,
     )
     uvicorn.Server(_uvicorn_config(app, host, port, max_message_bytes, log_level)).run()
 
@@ -151,6 +226,7 @@ class ServerThread:
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         session_timeout: float | None = DEFAULT_SESSION_TIMEOUT,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
         log_level: str = "warning",
         start_timeout: float = 60.0,
     ) -> None:
@@ -162,6 +238,8 @@ class ServerThread:
             env_kwargs=env_kwargs,
             max_sessions=max_sessions,
             session_timeout=session_timeout,
+            max_message_bytes=max_message_bytes,
+            handshake_timeout=handshake_timeout,
         )
         self._server = uvicorn.Server(
             _uvicorn_config(self.app, host, port, max_message_bytes, log_level)
@@ -209,12 +287,15 @@ class ServerThread:
 
 
 __all__ = [
+    "DEFAULT_HANDSHAKE_TIMEOUT",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_SESSION_TIMEOUT",
+    "BadEnvKwargs",
     "ServerThread",
     "UnknownEnvId",
     "check_env_id",
+    "check_env_kwargs",
     "make_app",
     "serve",
 ]

@@ -98,11 +98,14 @@ class RemoteTextEnv:
         base_url: The server (``http://127.0.0.1:8000``).
         message_timeout: Seconds to wait for one reply (a DataSciCoding grading takes up to
             ~35 s).
+
+    The connection opens at the first call (``reset``), not here: the server closes a
+    connection that sends nothing within its handshake timeout, and a trainer may build this
+    long before its first episode.
     """
 
     def __init__(self, base_url: str, *, message_timeout: float = 120.0) -> None:
         self.client = TextEnvClient(base_url, message_timeout_s=message_timeout).sync()
-        self.client.connect()
         self.last: TextObservation | None = None
 
     def reset(

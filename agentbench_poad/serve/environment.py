@@ -5,7 +5,8 @@ OpenEnv's server builds one :class:`ServedEnv` per WebSocket session (the factor
 thread. The gymnasium env is made on the first ``reset`` (so the server's stateless endpoints,
 which build and close a throwaway instance, never start a sandbox) and closed when the session
 ends: the client closes it, drops its connection, or stays idle past the server's session
-timeout. A closed instance refuses further calls with a message that says why.
+timeout. A closed instance refuses further calls with a message that says why. Every reset
+starts a new ``state.episode_id`` (a fresh uuid, or the id the client names).
 
 Every observation carries gymnasium's values unchanged (prompt, reward, terminated, truncated,
 available actions, info), so an episode played through the server equals the same seeded episode
@@ -17,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +28,9 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from agentbench_poad.serve.models import TextAction, TextEnvState, TextObservation
 from agentbench_poad.version import __version__
+
+#: Longest ``episode_id`` a client may name at reset.
+MAX_EPISODE_ID_LENGTH = 128
 
 _live_lock = threading.Lock()
 _live: set[int] = set()
@@ -91,6 +96,10 @@ def to_observation(
     )
 
 
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 class ServedEnv(Environment[TextAction, TextObservation, TextEnvState]):
     """A registered id behind one OpenEnv session.
 
@@ -134,14 +143,25 @@ class ServedEnv(Environment[TextAction, TextObservation, TextEnvState]):
         options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> TextObservation:
-        if kwargs:
+        if kwargs:  # names cut short: a client's keys are its input, not ours to echo whole
+            names = sorted(kwargs)
+            shown = ", ".join(_short(name) for name in names[:5])
+            more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+            raise ValueError(f"reset takes seed, episode_id and options; unknown: {shown}{more}")
+        if episode_id is not None and not (
+            isinstance(episode_id, str) and 0 < len(episode_id) <= MAX_EPISODE_ID_LENGTH
+        ):
             raise ValueError(
-                f"reset takes seed, episode_id and options; unknown: {', '.join(sorted(kwargs))}"
+                f"episode_id must be a string of 1 to {MAX_EPISODE_ID_LENGTH} characters "
+                "(or left out: the server makes a fresh one)"
             )
         env = self._gym_env()
         prompt, info = env.reset(seed=seed, options=options)
         self._env_reset = True
-        self._state = TextEnvState(env_id=self.env_id, seed=seed, episode_id=episode_id)
+        # A fresh id for every episode unless the client names its own (OpenEnv's tracking id).
+        self._state = TextEnvState(
+            env_id=self.env_id, seed=seed, episode_id=episode_id or uuid.uuid4().hex
+        )
         return to_observation(prompt, info)
 
     def step(
