@@ -15,6 +15,7 @@ import textwrap
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -191,7 +192,8 @@ def f():
 def test_read_etc_shadow(backend: Backend) -> None:
     result = attack(backend, READ_AND_LEAK.replace("PATH", "'/etc/shadow'"))
     assert result.category is FailureCategory.EXCEPTION
-    assert "PermissionError" in result.message
+    # Unreadable to uid 65534; absent from the root-mode process sandbox's allow-listed /etc.
+    assert "PermissionError" in result.message or "FileNotFoundError" in result.message
     shadow = Path("/etc/shadow")
     if os.access(shadow, os.R_OK):
         root_line = shadow.read_text().splitlines()[0]
@@ -219,6 +221,120 @@ def test_read_package_source(backend: Backend) -> None:
     result = attack(backend, READ_AND_LEAK.replace("PATH", repr(str(PACKAGE_FILE))))
     assert result.category is FailureCategory.EXCEPTION
     assert secret not in everything(result)
+
+
+LOOK_AROUND = """
+import json, os
+def f():
+    seen = {}
+    for d in ["/", PARENT, HOST_TMP]:
+        try:
+            seen[d] = sorted(os.listdir(d))
+        except OSError as exc:
+            seen[d] = type(exc).__name__
+    for path in [SECRET, TMP_SECRET]:
+        try:
+            seen[path] = open(path).read()
+        except OSError as exc:
+            seen[path] = type(exc).__name__
+    print(json.dumps(seen))
+    raise RuntimeError(json.dumps(seen))
+"""
+
+
+def _interpreter_dirs() -> list[str]:
+    """The directories of the running interpreter (the sandbox may show these and their parents)."""
+    import sys
+    import sysconfig
+
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sys.executable]
+    paths += list(sysconfig.get_paths().values())
+    return [p for path in paths for p in (os.path.abspath(path), os.path.realpath(path))]
+
+
+def _leading(folder: str) -> set[str]:
+    """Names in ``folder`` on the way to the interpreter's directories."""
+    return {
+        Path(p).relative_to(folder).parts[0]
+        for p in _interpreter_dirs()
+        if Path(p).is_relative_to(folder) and p != folder
+    }
+
+
+def test_host_work_folders_are_not_visible(backend: Backend, token: str) -> None:
+    """Only an allow-list of the host's file system exists in the sandbox: a world-readable file
+    beside the checkout (the machine's work folder) can be neither listed nor read."""
+    needs(backend, "root")  # otherwise it runs as this user, who can read these files
+    parent = str(PACKAGE_FILE.parents[3])  # the folder that holds the checkout, e.g. /work
+    secret = "work-secret-" + uuid.uuid4().hex
+    folder = Path(parent) / f".abp-sbx-{token}"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    (folder / "notes.txt").write_text(secret)
+    (folder / "notes.txt").chmod(0o644)  # readable by anyone who can reach it
+    host_tmp = Path("/tmp") / f"abp-sbx-{token}.txt"
+    host_tmp.write_text(secret)
+    host_tmp.chmod(0o644)
+    source = (
+        LOOK_AROUND.replace("PARENT", repr(parent))
+        .replace("HOST_TMP", repr("/tmp"))
+        .replace("TMP_SECRET", repr(str(host_tmp)))
+        .replace("SECRET", repr(str(folder / "notes.txt")))
+    )
+    try:
+        result = attack(backend, source, limits=replace(SHORT, log_bytes=64_000))
+    finally:
+        (folder / "notes.txt").unlink()
+        folder.rmdir()
+        host_tmp.unlink()
+    assert result.category is FailureCategory.EXCEPTION, result
+    assert secret not in everything(result)
+    import json
+
+    seen = json.loads(result.stdout_tail.strip().splitlines()[-1])
+    assert folder.name not in seen[parent] and host_tmp.name not in seen["/tmp"]
+    assert seen[str(folder / "notes.txt")] == "FileNotFoundError"
+    assert seen[str(host_tmp)] == "FileNotFoundError"
+    if getattr(backend, "mode", None) == "root":  # docker: the image's own root, not the host's
+        system = {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp"}
+        allowed = system | {"usr"} | _leading("/")
+        assert set(seen["/"]) <= allowed, f"the sandbox sees {sorted(set(seen['/']) - allowed)}"
+        listed = seen[parent]
+        assert isinstance(listed, str) or set(listed) <= _leading(parent), listed
+
+
+def test_failure_texts_are_capped_and_sanitised(backend: Backend) -> None:
+    """A failure that carries a huge file (control characters, bidi overrides, non-ASCII) comes
+    back capped and escaped to printable ASCII, in every text of the result."""
+    import string
+
+    limits = Limits(wall_time_s=20, memory_mb=512, pids=32, tmpfs_mb=32, log_bytes=3000)
+    result = attack(
+        backend,
+        """
+        import sys
+        def f():
+            chunk = "secret\\x00\\x1b[31m\\u202e\\u00e9\\U0001f600" * 10 + "\\n"
+            with open("/tmp/huge.txt", "w", encoding="utf-8") as fh:
+                for _ in range(20_000):  # several MB
+                    fh.write(chunk)
+            data = open("/tmp/huge.txt", encoding="utf-8").read()
+            sys.stdout.write(data)
+            sys.stderr.write(data)
+            raise ValueError(data)
+    """,
+        limits=limits,
+    )
+    assert result.category is FailureCategory.EXCEPTION
+    assert result.message.startswith("ValueError: secret")
+    assert len(result.message) <= 4096 and len(result.traceback_tail) <= 4096  # a few KB
+    assert len(result.stdout_tail) <= limits.log_bytes
+    assert len(result.stderr_tail) <= limits.log_bytes
+    printable = set(string.printable)
+    for name in ("message", "traceback_tail", "stdout_tail", "stderr_tail"):
+        text = getattr(result, name)
+        assert set(text) <= printable, f"{name} has {sorted(set(text) - printable)[:5]}"
+    assert "\\u202e" in result.message  # escaped, so a reader still sees it was there
 
 
 def test_environment_is_scrubbed(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:

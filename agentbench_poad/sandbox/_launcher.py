@@ -3,10 +3,14 @@
 It receives one JSON argument and, in order:
 
 1. (namespaces on, i.e. the host runs as root) enters a new mount namespace, makes every mount
-   private, hides sensitive directories under empty read-only tmpfs (the host's home, the package
-   source, ``/run``, ``/var/tmp``...) while re-binding read-only the directories the interpreter
-   needs, mounts sized tmpfs at ``/tmp`` and ``/dev/shm`` and binds the job's ``in`` (read-only)
-   and ``out`` directories under ``/tmp/.sbx``;
+   private and builds the sandbox's file system from an allow-list on an empty tmpfs: the plan
+   of :func:`agentbench_poad.sandbox.process_backend.root_plan` (system trees, a few ``/etc``
+   entries and the interpreter's directories, bound read-only), a minimal ``/dev`` (null, zero,
+   full, random, urandom, tty and a small ``/dev/shm``), an empty ``/proc`` mount point, a sized
+   tmpfs at ``/tmp`` with the job's ``in`` (read-only) and ``out`` directories under
+   ``/tmp/.sbx``; it makes that root read-only, switches to it with ``pivot_root`` and detaches the
+   host's root, so nothing else of the host's file system (``/work``, ``/root``, ``/home``,
+   its ``/tmp``, the package source) exists for the code;
 2. sets the rlimits (address space, data, CPU, processes, file size, open files, core = 0);
 3. ``exec``\\ s ``unshare --pid --fork --kill-child --net --mount-proc --setgid/--setuid 65534``
    (new PID and network namespaces; the uid drop happens *before* the harness starts, so
@@ -36,6 +40,8 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 
 _libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.mount.argtypes = [
     ctypes.c_char_p,
     ctypes.c_char_p,
@@ -60,34 +66,107 @@ def _mount(
         _fail(f"mount {source} -> {target} ({fstype}) failed: {os.strerror(err)}")
 
 
-def _bind(fd: int, target: str, readonly: bool) -> None:
-    # Binding from /proc/self/fd/N reaches the directory even after its path was hidden.
-    _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
-    if readonly:
-        _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+MNT_DETACH = 2
+#: ``pivot_root`` has no libc wrapper: its syscall number per machine.
+_SYS_PIVOT_ROOT = {
+    "x86_64": 155,
+    "aarch64": 41,
+    "riscv64": 41,
+    "ppc64le": 203,
+    "ppc64": 203,
+    "s390x": 217,
+}
+#: Device nodes of the sandbox's ``/dev`` (bound from the host's).
+_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 
-def _under(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
+#: The tmpfs mounts of the new root: the only mount points :func:`_make` may create below.
+_OWN_MOUNTS: set[str] = set()
 
 
-def _hide(path: str, keep_fds: dict[str, int], *, size: str, mode: str, readonly: bool) -> None:
-    """Cover ``path`` with a fresh tmpfs, re-binding read-only the kept paths below it."""
-    if not os.path.isdir(path):
-        return
-    inner = {k: fd for k, fd in keep_fds.items() if _under(k, path)}
-    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode}")
-    for kept, fd in sorted(inner.items()):
-        os.makedirs(kept, mode=0o755, exist_ok=True)
-        _bind(fd, kept, readonly=True)
-    if readonly:
-        _mount(
-            None,
-            path,
-            None,
-            MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
-            f"size={size},mode={mode}",
-        )
+def _tmpfs(target: str, size: str, mode: str) -> None:
+    _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode={mode}")
+    _OWN_MOUNTS.add(target)
+
+
+def _make(root: str, path: str, kind: str, target: str = "") -> str:
+    """Create ``root + path`` (``"dir"``, ``"file"`` or ``"link"`` to ``target``) and parents.
+
+    Refuses to step through a link or a host directory bound in: a directory created there
+    would be created on the host's file system.
+    """
+    parts = [p for p in path.split("/") if p]
+    current = root
+    for part in parts[:-1]:
+        current = os.path.join(current, part)
+        if os.path.islink(current) or (os.path.ismount(current) and current not in _OWN_MOUNTS):
+            _fail(f"cannot place {path} in the sandbox: {current} is a link or a mount")
+        if not os.path.exists(current):
+            os.mkdir(current, 0o755)
+    full = os.path.join(current, parts[-1]) if parts else root
+    if os.path.lexists(full):
+        _fail(f"cannot place {path} in the sandbox: it is there already")
+    if kind == "dir":
+        os.mkdir(full, 0o755)
+    elif kind == "file":
+        os.close(os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    else:
+        os.symlink(target, full)
+    return full
+
+
+def _bind_ro(source: str, target: str) -> None:
+    _mount(source, target, None, MS_BIND | MS_REC)
+    _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _build_root(config: dict) -> None:
+    """Build the allow-listed root at ``config["new_root"]`` (module docstring, step 1)."""
+    root = config["new_root"]
+    _tmpfs(root, "1m", "755")
+    for step in config["plan"]:
+        if step[0] == "link":
+            _make(root, step[1], "link", step[2])
+        elif os.path.isdir(step[1]):
+            _bind_ro(step[1], _make(root, step[1], "dir"))
+        elif os.path.exists(step[1]):
+            _bind_ro(step[1], _make(root, step[1], "file"))
+    dev = _make(root, "/dev", "dir")
+    _tmpfs(dev, "64k", "755")
+    for name in _DEVICES:
+        if os.path.exists(f"/dev/{name}"):
+            # Not read-only: /dev/null and friends are written to.
+            _mount(f"/dev/{name}", _make(root, f"/dev/{name}", "file"), None, MS_BIND)
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
+        _make(root, f"/dev/{name}", "link", target)
+    # POSIX semaphores / shared memory (multiprocessing, loky) need a writable /dev/shm;
+    # small, since tmpfs pages are host RAM that no rlimit charges to the sandbox.
+    _tmpfs(_make(root, "/dev/shm", "dir"), f"{min(64, config['tmpfs_mb'])}m", "1777")
+    _make(root, "/proc", "dir")  # `unshare --mount-proc` mounts the PID namespace's /proc here
+    tmp = _make(root, "/tmp", "dir")
+    _tmpfs(tmp, f"{config['tmpfs_mb']}m", "1777")
+    os.makedirs(f"{tmp}/.sbx/in", mode=0o755)
+    os.makedirs(f"{tmp}/.sbx/out", mode=0o755)
+    _bind_ro(config["job_in"], f"{tmp}/.sbx/in")
+    _mount(config["job_out"], f"{tmp}/.sbx/out", None, MS_BIND)
+    os.makedirs(f"{tmp}/work", mode=0o700)
+    os.chown(f"{tmp}/work", config["uid"], config["uid"])
+    _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    number = _SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        _fail(f"pivot_root: unknown syscall number on {os.uname().machine}")
+    os.chdir(root)
+    # pivot_root(".", "."): the host's root is stacked on the new one; detach it right away.
+    if _libc.syscall(number, b".", b".") != 0:
+        _fail(f"pivot_root failed: {os.strerror(ctypes.get_errno())}")
+    if _libc.umount2(b".", MNT_DETACH) != 0:
+        _fail(f"detaching the host's root failed: {os.strerror(ctypes.get_errno())}")
+    os.chdir("/")
 
 
 def main(config: dict) -> None:
@@ -95,35 +174,7 @@ def main(config: dict) -> None:
         if _libc.unshare(CLONE_NEWNS) != 0:
             _fail(f"unshare(CLONE_NEWNS) failed: {os.strerror(ctypes.get_errno())}")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        # Opened inside the new namespace (a bind source must be one of its mounts) and before
-        # anything is hidden: the fds keep reaching the directories once covered.
-        keep_fds = {}
-        for path in config["keep"]:
-            try:
-                keep_fds[path] = os.open(path, os.O_PATH | os.O_DIRECTORY)
-            except OSError:
-                continue
-        in_fd = os.open(config["job_in"], os.O_PATH | os.O_DIRECTORY)
-        out_fd = os.open(config["job_out"], os.O_PATH | os.O_DIRECTORY)
-        for path in config["hide"]:
-            _hide(path, keep_fds, size="64k", mode="755", readonly=True)
-        _hide("/var/tmp", keep_fds, size="64k", mode="755", readonly=True)
-        # POSIX semaphores / shared memory (multiprocessing, loky) need a writable /dev/shm;
-        # small, since tmpfs pages are host RAM that no rlimit charges to the sandbox.
-        _hide(
-            "/dev/shm",
-            keep_fds,
-            size=f"{min(64, config['tmpfs_mb'])}m",
-            mode="1777",
-            readonly=False,
-        )
-        _hide("/tmp", keep_fds, size=f"{config['tmpfs_mb']}m", mode="1777", readonly=False)
-        os.makedirs("/tmp/.sbx/in", mode=0o755)
-        os.makedirs("/tmp/.sbx/out", mode=0o755)
-        _bind(in_fd, "/tmp/.sbx/in", readonly=True)
-        _bind(out_fd, "/tmp/.sbx/out", readonly=False)
-        os.makedirs("/tmp/work", mode=0o700)
-        os.chown("/tmp/work", config["uid"], config["uid"])
+        _build_root(config)
         os.chdir("/tmp/work")
     else:
         os.chdir(config["workdir"])

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from agentbench_poad.core import to_text
 from agentbench_poad.sandbox.concurrency import run_slot
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,6 +93,8 @@ class SandboxResult:
         traceback_tail: Last lines of the traceback (exception category), else ``""``.
         stdout_tail: Last ``Limits.log_bytes`` bytes of stdout, decoded with replacement.
         stderr_tail: Same for stderr.
+
+    :meth:`Backend.run` returns these texts sanitised and capped (:func:`seal`).
         duration_s: Host wall time of the run, sandbox start-up included.
         backend: ``"docker"`` or ``"process"``.
     """
@@ -105,6 +108,26 @@ class SandboxResult:
     stderr_tail: str = ""
     duration_s: float = 0.0
     backend: str = ""
+
+
+#: Caps (characters, after escaping) on the texts of a result that carry the code's own words.
+MAX_MESSAGE_CHARS = 2_000
+MAX_TRACEBACK_CHARS = 4_000
+
+
+def seal(result: SandboxResult, limits: Limits) -> SandboxResult:
+    """Pass every text of ``result`` through the observation sanitiser, capped.
+
+    The code chooses these texts (an exception can carry a whole file it read), so they are
+    escaped to printable ASCII and capped by :func:`agentbench_poad.core.to_text`:
+    ``message`` at :data:`MAX_MESSAGE_CHARS`, ``traceback_tail`` at
+    :data:`MAX_TRACEBACK_CHARS`, the stdout and stderr tails at ``limits.log_bytes``. Idempotent.
+    """
+    result.message = to_text(result.message, MAX_MESSAGE_CHARS)
+    result.traceback_tail = to_text(result.traceback_tail, MAX_TRACEBACK_CHARS)
+    result.stdout_tail = to_text(result.stdout_tail, limits.log_bytes)
+    result.stderr_tail = to_text(result.stderr_tail, limits.log_bytes)
+    return result
 
 
 class SandboxUnavailable(RuntimeError):
@@ -185,7 +208,8 @@ class Backend(abc.ABC):
         check_call(source, entry, inputs, output_shapes)
         limits = limits or Limits()
         with run_slot():
-            return self._run(source, entry, inputs, limits, output_shapes)
+            result = self._run(source, entry, inputs, limits, output_shapes)
+        return seal(result, limits)
 
     @abc.abstractmethod
     def _run(

@@ -1,31 +1,35 @@
 """The ``process`` backend: a child process with an unprivileged uid, rlimits and namespaces.
 
-Weaker than docker (it shares the host kernel *and* the host file system view, minus what it
-hides; memory is capped by address space, not by a cgroup), used where no engine runs.
+Weaker than docker (it shares the host kernel; memory is capped by address space, not by a
+cgroup), used where no engine runs.
 
 As root, each run goes through :mod:`agentbench_poad.sandbox._launcher`: a private mount namespace
-that hides the host's home, ``/root``, ``/home``, ``/run`` and the package source under empty
-tmpfs, a sized tmpfs at ``/tmp`` and a small one at ``/dev/shm`` (the only writable places,
-besides the pre-created output files),
-new PID and network namespaces (``unshare`` from util-linux), uid/gid 65534 before any user code
-runs, rlimits, a scrubbed environment and a session of its own. At the deadline the host
-SIGKILLs the namespace's PID 1 (which takes every process of the namespace with it) and the
-process group.
+whose root is an allow-list (:func:`root_plan`): the system trees (``/usr`` and its links), a few
+``/etc`` entries and the interpreter's own directories (prefix, stdlib, the site-packages it
+imports from), all read-only, a minimal ``/dev``, a sized tmpfs at ``/tmp`` and a small one at
+``/dev/shm`` (the only writable places, besides the pre-created output files). Nothing else of
+the host's file system exists there: not its ``/work``, ``/root``, ``/home``, ``/srv``, ``/tmp``,
+the package source or the working directory (only the path components leading to the
+interpreter's directories). Then new PID and network namespaces (``unshare`` from util-linux),
+uid/gid 65534 before any user code runs, rlimits, a scrubbed environment and a session of its
+own. At the deadline the host SIGKILLs the namespace's PID 1 (which takes every process of the
+namespace with it) and the process group.
 
 Not root: the code runs as the current user with rlimits, a scrubbed environment and a private
 temporary working directory, and, where unprivileged user namespaces work, in new user, PID and
-network namespaces. :attr:`ProcessBackend.isolation` says which.
+network namespaces; it sees the host's file system as that user does.
+:attr:`ProcessBackend.isolation` says which.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 import time
@@ -51,7 +55,6 @@ from agentbench_poad.sandbox.api import (
 )
 
 _LAUNCHER = Path(__file__).with_name("_launcher.py")
-_PKG_ROOT = Path(__file__).resolve().parents[2]
 _NS_ARGS = ["--pid", "--fork", "--kill-child", "--net", "--mount-proc"]
 
 
@@ -112,59 +115,107 @@ def probe_namespaces() -> tuple[str, str]:
     return mode, "unshare works"
 
 
-def _keep_paths() -> list[str]:
-    """Directories the interpreter needs, re-bound read-only where a hidden path covers them."""
-    paths = {
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        sys.base_exec_prefix,
-        os.path.dirname(os.path.realpath(sys.executable)),
-        *_site_dirs(),
-    }
-    out = set()
-    for p in paths:
-        out.add(os.path.realpath(p))
-        out.add(os.path.abspath(p))
-    return sorted(p for p in out if os.path.isdir(p))
-
-
-def _site_dirs() -> list[str]:
-    paths = sysconfig.get_paths()
-    return sorted({paths["purelib"], paths["platlib"]})
-
-
-#: Never hidden even when they are the working directory: the interpreter needs them.
-_SYSTEM_DIRS = (
-    "/usr",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/bin",
-    "/sbin",
-    "/etc",
-    "/proc",
-    "/dev",
-    "/sys",
-    "/opt",
-    "/var/lib",
-    "/tmp",
+#: System trees of the root-mode sandbox's file system, bound read-only (or re-created as the
+#: links they are on merged-/usr systems).
+_SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: The few entries of ``/etc`` that the dynamic linker, libc and Python look at.
+_ETC_ENTRIES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "localtime",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "os-release",
 )
 
 
-def _hidden_paths() -> list[str]:
-    hide = {os.path.expanduser("~"), "/root", "/home", "/run"}
-    if (_PKG_ROOT / "pyproject.toml").exists():  # a source checkout (editable install)
-        hide.add(str(_PKG_ROOT))
-    cwd = os.path.realpath(os.getcwd())
-    system = any(cwd == d or cwd.startswith(d + "/") for d in _SYSTEM_DIRS)
-    if (
-        cwd != "/"
-        and not system
-        and not any(cwd == k or k.startswith(cwd + "/") for k in _keep_paths())
-    ):
-        hide.add(cwd)  # the host's project directory, typically
-    return sorted(os.path.realpath(p) for p in hide if p and os.path.isdir(p) and p != "/")
+#: Prints ``[dirs the interpreter needs, its site-packages dirs]`` as JSON (run without -S: a
+#: venv's prefix and site-packages are set by the site module).
+_LAYOUT_PROBE = """
+import json, os, sys, sysconfig
+p = sysconfig.get_paths()
+dirs = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        p["stdlib"], p["platstdlib"], p["purelib"], p["platlib"]]
+print(json.dumps([dirs, sorted({p["purelib"], p["platlib"]})]))
+"""
+
+
+@lru_cache(maxsize=8)
+def _python_layout(python: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(dirs the interpreter needs, its site-packages dirs)`` for the interpreter ``python``.
+
+    Asked of the interpreter itself once (cached): another interpreter than the running one
+    has other directories.
+    """
+    try:
+        proc = subprocess.run(
+            [python, "-I", "-c", _LAYOUT_PROBE],
+            capture_output=True,
+            timeout=60,
+            check=True,
+            env={"PATH": "/usr/bin:/bin"},
+        )
+        dirs, sites = json.loads(proc.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        raise SandboxUnavailable(
+            f"cannot ask the sandbox interpreter {python} where its files are ({exc}); "
+            f"pass python= an interpreter that runs here"
+        ) from None
+    dirs.append(os.path.dirname(os.path.abspath(python)))
+    return tuple(dirs), tuple(sites)
+
+
+def _site_dirs(python: str | None = None) -> list[str]:
+    return list(_python_layout(python or sys.executable)[1])
+
+
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def root_plan(python: str | None = None) -> list[list[str]]:
+    """The root-mode sandbox's whole file system outside ``/tmp``, ``/dev`` and ``/proc``.
+
+    An allow-list, applied in order by the launcher on an empty read-only root: ``["bind",
+    path]`` binds the host's ``path`` read-only at the same place, ``["link", path, target]``
+    makes a symbolic link. It holds the system trees (:data:`_SYSTEM_TREES`), a few ``/etc``
+    entries (:data:`_ETC_ENTRIES`) and the directories of the interpreter (prefix, stdlib,
+    site-packages), nothing else: the host's ``/work``, ``/root``, ``/home``, ``/srv``,
+    ``/tmp``, the package source and the working directory do not exist in the sandbox, except
+    for the path components leading to the interpreter's own directories.
+    """
+    python = python or sys.executable
+    plan: list[list[str]] = []
+    bound: list[str] = []
+    made: set[str] = set()
+
+    def covered(path: str) -> bool:
+        return path in made or any(_under(path, b) for b in bound)
+
+    for path in (*_SYSTEM_TREES, *(f"/etc/{name}" for name in _ETC_ENTRIES)):
+        if os.path.islink(path):
+            plan.append(["link", path, os.readlink(path)])
+            made.add(path)
+        elif os.path.exists(path):
+            plan.append(["bind", path])
+            bound.append(path)
+    wanted = {os.path.abspath(p) for p in _python_layout(python)[0]}
+    for path in sorted(wanted, key=lambda p: (p.count("/"), p)):  # parents first
+        real = os.path.realpath(path)
+        if real == "/" or not os.path.isdir(real):
+            continue
+        if not covered(real):
+            plan.append(["bind", real])
+            bound.append(real)
+        if path != real and not covered(path):
+            plan.append(["link", path, real])
+            made.add(path)
+    return plan
 
 
 def _children(pid: int) -> list[int]:
@@ -239,8 +290,9 @@ class ProcessBackend(Backend):
         if self.mode == "root":
             self.isolation = (
                 "process (weaker than docker): uid 65534, new mount/PID/network "
-                "namespaces via unshare, host home and sources hidden, rlimits, "
-                "scrubbed environment; memory capped by address space, no cgroup"
+                "namespaces via unshare, an allow-listed read-only file system (system "
+                "trees and the interpreter; no host work folders), rlimits, scrubbed "
+                "environment; memory capped by address space, no cgroup"
             )
         elif self.mode == "user":
             self.isolation = (
@@ -289,10 +341,12 @@ class ProcessBackend(Backend):
                 str(SANDBOX_UID),
                 "--",
             ]
+            new_root = job.root / "root"
+            new_root.mkdir(mode=0o700)
             config = {
                 "namespaces": True,
-                "keep": _keep_paths(),
-                "hide": _hidden_paths(),
+                "new_root": str(new_root),
+                "plan": root_plan(self.python),
                 "tmpfs_mb": limits.tmpfs_mb,
                 "uid": SANDBOX_UID,
                 "job_in": str(job.in_dir),
@@ -328,12 +382,10 @@ class ProcessBackend(Backend):
         limits: Limits,
         output_shapes: OutputShapes | None,
     ) -> SandboxResult:
-        import json
-
         start = time.monotonic()
         job = JobDir(sandbox_uid=SANDBOX_UID if self.root else None, slots=slots_for(output_shapes))
         try:
-            job.write_job(source, entry, inputs, {"sys_path": _site_dirs()})
+            job.write_job(source, entry, inputs, {"sys_path": _site_dirs(self.python)})
             _, config = self._command(job, limits)
             try:
                 proc = subprocess.Popen(
