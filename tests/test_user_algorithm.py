@@ -244,6 +244,66 @@ def test_cli_train_refuses_a_config_field_the_class_does_not_know(tmp_path, caps
     assert not (tmp_path / "unused-run-dir").exists()
 
 
+PRESETLESS = (
+    "from dataclasses import dataclass\n"
+    "from agentbench_poad.baselines.poad import POAD, POADConfig\n"
+    "@dataclass\n"
+    "class BareConfig(POADConfig):\n"
+    "    PRESETS = {}\n"
+    "@dataclass\n"
+    "class SaladConfig(POADConfig):\n"
+    "    PRESETS = {'overcooked': POADConfig.PRESETS['overcooked']}\n"
+    "class Bare(POAD):\n    name = 'bare'\n    config_class = BareConfig\n"
+    "class Salad(POAD):\n    name = 'salad'\n    config_class = SaladConfig\n"
+)
+
+
+def test_cli_train_preset_mini_without_the_familys_preset_is_an_error(
+    tmp_path, capsys, monkeypatch
+):
+    """``--preset mini`` for a config class without the env family's preset was silently the
+    plain defaults: it is an error naming the presets the class has and the way out."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.py").write_text(PRESETLESS)
+
+    def train(agent: str, env: str, preset: str) -> tuple[int, str]:
+        code = main(
+            [
+                "train",
+                "--agent",
+                agent,
+                "--env",
+                env,
+                "--model",
+                "no/such/model/dir",  # never reached: the preset is checked first
+                "--total-steps",
+                "12",
+                "--preset",
+                preset,
+                "--out",
+                "unused-run-dir",
+            ]
+        )
+        return code, capsys.readouterr().err
+
+    code, err = train("mine.py:Bare", "Overcooked-TomatoSalad-v0", "mini")
+    assert code == 2, err
+    assert "BareConfig has no preset for the overcooked family" in err
+    assert "its presets: none" in err and "--preset none" in err
+    code, err = train("mine.py:Salad", "VirtualHome-Cheese-v0", "mini")
+    assert code == 2, err
+    assert "its presets: overcooked, overcooked-mini" in err
+    # The family it has still resolves; "auto" without one is documented as the defaults.
+    from agentbench_poad.baselines import get_algorithm
+    from agentbench_poad.rl.config import preset_for
+
+    salad = get_algorithm("mine.py:Salad").config_class
+    assert preset_for(salad, "Overcooked-TomatoSalad-v0", "mini") == "overcooked-mini"
+    assert preset_for(salad, "VirtualHome-Cheese-v0", "auto") is None
+    assert preset_for(salad, ENV, "mini") is None  # a toy outside the benchmark families
+    assert not (tmp_path / "unused-run-dir").exists()
+
+
 def test_cli_trains_the_example_and_its_run_names_the_class(tiny_model, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     out = tmp_path / "run"
@@ -437,3 +497,90 @@ def test_user_algorithm_gets_poads_tuning_search_then_its_chosen_config(
     assert source["chosen"] == selections["mypoad"].chosen
     assert source["tuning"] == theirs["training"]["config_source"]["tuning"]
     assert ours["training"]["algorithm"]["spec"] == EXAMPLE
+
+
+# -- an algorithm with state of its own: exact resume ----------------------------------------------
+def _metrics(run_dir: Path) -> list[dict]:
+    from agentbench_poad.rl.trainer import TIMING_KEYS
+
+    out = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        for key in TIMING_KEYS:
+            record.pop(key, None)
+        out.append(record)
+    return out
+
+
+def _checkpoint(run_dir: Path) -> tuple[dict, dict]:
+    import torch
+    from safetensors.torch import load_file
+
+    from agentbench_poad.rl.trainer import latest_checkpoint
+
+    ckpt = latest_checkpoint(run_dir)
+    adapter = load_file(str(next((ckpt / "adapter").glob("*.safetensors"))))
+    return adapter, torch.load(ckpt / "agent.pt", weights_only=True)
+
+
+def test_an_algorithm_with_its_own_state_resumes_exactly(tiny_model, tmp_path, monkeypatch):
+    """CentredPOAD keeps a moving reward baseline across updates and saves it through
+    state_dict/load_state_dict: 4 updates in one go equal 2 + resume 2, metrics and weights;
+    the same algorithm without saving its baseline does not resume exactly."""
+    import torch
+
+    from agentbench_poad.baselines.poad import POAD
+    from agentbench_poad.rl.trainer import train
+
+    monkeypatch.chdir(ROOT)
+    centred = get_algorithm("examples/my_algorithm.py:CentredPOAD")
+    overrides = {**SMALL, "baseline_rate": 0.5, "keep_checkpoints": 2}
+    steps = 4 * 2 * 3  # 4 updates of 2 envs x 3 steps
+
+    def run(algorithm, out: Path, **kwargs) -> None:
+        train(
+            algorithm,
+            ENV,
+            tiny_model,
+            total_steps=steps,
+            seed=3,
+            out=out,
+            overrides=overrides,
+            progress=False,
+            **kwargs,
+        )
+
+    run(centred, tmp_path / "full")
+    run(centred, tmp_path / "part", max_updates=2)
+    assert [r["update"] for r in _metrics(tmp_path / "part")] == [1, 2]
+    run(centred, tmp_path / "part", resume=True)
+
+    full, part = _metrics(tmp_path / "full"), _metrics(tmp_path / "part")
+    assert [r["update"] for r in full] == [1, 2, 3, 4]
+    assert part == full
+    adapter_full, agent_full = _checkpoint(tmp_path / "full")
+    adapter_part, agent_part = _checkpoint(tmp_path / "part")
+    baseline = agent_full["reward_baseline"]
+    assert baseline != 0.0, "the toy's rewards never moved the baseline: the test shows nothing"
+    assert agent_part["reward_baseline"] == baseline
+    for key in adapter_full:
+        torch.testing.assert_close(adapter_full[key], adapter_part[key], rtol=0, atol=0)
+    for key in agent_full["critic"]:
+        torch.testing.assert_close(agent_full["critic"][key], agent_part["critic"][key])
+
+    class Forgetful(centred):
+        """The same algorithm, but its checkpoints leave the baseline out (the mistake)."""
+
+        name = centred.name  # the same name: the same seeds, so the same run until the resume
+
+        def state_dict(self):
+            return POAD.state_dict(self)
+
+        def load_state_dict(self, state):
+            POAD.load_state_dict(self, state)
+
+    run(Forgetful, tmp_path / "forgetful", max_updates=2)
+    run(Forgetful, tmp_path / "forgetful", resume=True)
+    forgetful = _metrics(tmp_path / "forgetful")
+    assert forgetful[:2] == full[:2]  # the same run until the resume ...
+    assert forgetful[2:] != full[2:]  # ... which restarts the baseline at 0
