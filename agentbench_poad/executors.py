@@ -18,6 +18,9 @@ picklable result. Both executors honour the same contract:
 :class:`LocalExecutor` runs the cells one after another in this process. :class:`RayExecutor`
 submits each cell as a Ray task (``ray.init()`` of a local cluster, or ``address=`` of an
 existing one); a worker or node that dies mid-task is retried by Ray itself, an exception by us.
+A cell that trains on a GPU asks Ray for one (``task_gpus``; a fraction when several runs share
+a GPU: :func:`gpu_share`), so Ray places it on a node with a free GPU and sets
+``CUDA_VISIBLE_DEVICES`` for it (docs/scale-out.md, "GPUs").
 
 Ray is an optional dependency (``pip install "agentbench-poad[ray]"``) and is imported only
 when a :class:`RayExecutor` is made.
@@ -41,6 +44,7 @@ __all__ = [
     "LocalExecutor",
     "RayExecutor",
     "get_executor",
+    "gpu_share",
     "require_ray",
 ]
 
@@ -237,7 +241,13 @@ class RayExecutor(Executor):
         max_retries: extra attempts of a cell whose function raised.
         num_cpus: CPUs of a local cluster started here (``None``: all).
         task_cpus: CPUs one cell reserves (Ray schedules at most ``CPUs / task_cpus`` at once).
+        task_gpus: GPUs one cell reserves (0: none; 0.5: two cells share a GPU; see
+            :func:`gpu_share`). Ray then runs at most ``GPUs / task_gpus`` cells at once too.
         worker_retries: re-runs Ray itself makes when a worker process or node dies.
+
+    Raises:
+        ValueError: ``task_gpus`` is asked for but the cluster has no GPU (a task would wait
+            forever), or it is above 1 or negative.
     """
 
     name = "ray"
@@ -249,15 +259,35 @@ class RayExecutor(Executor):
         *,
         num_cpus: int | None = None,
         task_cpus: float = 1.0,
+        task_gpus: float = 0.0,
         worker_retries: int = 3,
     ) -> None:
         super().__init__(max_retries)
+        if not 0.0 <= task_gpus <= 1.0:
+            raise ValueError(
+                f"task_gpus must be in [0, 1] (a fraction when runs share a GPU), got {task_gpus}"
+            )
         self.ray = ensure_ray(address, num_cpus)
+        if task_gpus and not self.ray.cluster_resources().get("GPU", 0.0):
+            raise ValueError(
+                "--device cuda asks Ray for a GPU per run, but the Ray cluster has no GPU "
+                f"({address or 'a local cluster'}); use --device cpu, --device auto, or a "
+                "cluster whose nodes have GPUs (`ray start --head --num-gpus N`; "
+                "docs/scale-out.md)"
+            )
         self.task_cpus = task_cpus
+        self.task_gpus = task_gpus
         self.worker_retries = worker_retries
-        self._remote = self.ray.remote(_call).options(
-            num_cpus=task_cpus, max_retries=worker_retries, retry_exceptions=False
-        )
+        self._remote = self.ray.remote(_call).options(**self.task_options())
+
+    def task_options(self) -> dict[str, Any]:
+        """The ``ray.remote(...).options`` of every cell's task (resources and retries)."""
+        return {
+            "num_cpus": self.task_cpus,
+            "num_gpus": self.task_gpus,
+            "max_retries": self.worker_retries,
+            "retry_exceptions": False,
+        }
 
     def map(self, fn, cells, *, on_result=None, on_failure=None):
         ray = self.ray
@@ -306,19 +336,62 @@ class RayExecutor(Executor):
         return grid.results()
 
     def slots(self) -> int:
-        """Cells the cluster runs at once (its CPUs / ``task_cpus``, at least 1)."""
-        cpus = self.ray.cluster_resources().get("CPU", 1.0)
-        return max(int(cpus // self.task_cpus), 1)
+        """Cells the cluster runs at once: its CPUs / ``task_cpus``, and with ``task_gpus`` at
+        most its GPUs / ``task_gpus`` (at least 1)."""
+        resources = self.ray.cluster_resources()
+        slots = resources.get("CPU", 1.0) / self.task_cpus
+        if self.task_gpus:
+            slots = min(slots, resources.get("GPU", 0.0) / self.task_gpus)
+        # 1e-6: a third of a GPU, three times over, is one GPU (not 0.999... of one)
+        return max(int(slots + 1e-6), 1)
+
+
+def gpu_share(device: str | None, runs_per_gpu: int = 1, cluster_gpus: float = 0.0) -> float:
+    """The GPUs one run asks Ray for: ``1 / runs_per_gpu`` for a CUDA device, 0 otherwise.
+
+    ``"auto"`` asks for a GPU share when the cluster has GPUs (``cluster_gpus``), so that Ray
+    places the run beside a free GPU and sets its ``CUDA_VISIBLE_DEVICES``, and for none when it
+    has none; ``None`` (the run's config, CPU by default) and ``"cpu"`` ask for none.
+
+    Args:
+        device: the study's ``--device``.
+        runs_per_gpu: runs that share one GPU (a spec's ``[study] runs_per_gpu``); small models
+            leave most of a GPU idle, so several runs on one GPU finish a grid sooner.
+        cluster_gpus: the cluster's GPU count (``ray.cluster_resources()["GPU"]``).
+    """
+    if not isinstance(runs_per_gpu, int) or isinstance(runs_per_gpu, bool) or runs_per_gpu < 1:
+        raise ValueError(f"runs_per_gpu must be an int >= 1, got {runs_per_gpu!r}")
+    if device is None:
+        return 0.0
+    kind = str(device).split(":", 1)[0]
+    if kind == "cuda" or (kind == "auto" and cluster_gpus > 0):
+        return 1.0 / runs_per_gpu
+    return 0.0
 
 
 def get_executor(
-    name: str = "local", *, address: str | None = None, max_retries: int = 2
+    name: str = "local",
+    *,
+    address: str | None = None,
+    max_retries: int = 2,
+    device: str | None = None,
+    runs_per_gpu: int = 1,
 ) -> Executor:
-    """An executor by name (``"local"`` or ``"ray"``); ``address`` only for Ray."""
+    """An executor by name (``"local"`` or ``"ray"``); ``address`` only for Ray.
+
+    With Ray, each cell asks for :func:`gpu_share` ``(device, runs_per_gpu)`` of a GPU; the
+    local executor runs one cell at a time on ``device`` as it is.
+    """
     if name == "local":
         if address is not None:
             raise ValueError("--address names a Ray cluster; use it with --executor ray")
         return LocalExecutor(max_retries)
     if name == "ray":
-        return RayExecutor(address, max_retries)
+        gpu_share(device, runs_per_gpu)  # a bad runs_per_gpu fails before Ray starts
+        cluster_gpus = 0.0
+        if device is not None and str(device).startswith("auto"):
+            cluster_gpus = ensure_ray(address).cluster_resources().get("GPU", 0.0)
+        return RayExecutor(
+            address, max_retries, task_gpus=gpu_share(device, runs_per_gpu, cluster_gpus)
+        )
     raise ValueError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")

@@ -27,36 +27,12 @@ import argparse
 import dataclasses
 import statistics
 import tempfile
-import time
 
-import gymnasium as gym
 import torch
-from _bench_model import resolve_model
+from _bench_model import collect_rollout, resolve_model, time_update
 
 from agentbench_poad.baselines.poad import POAD, POADConfig
-from agentbench_poad.rl.buffer import RolloutBuffer
 from agentbench_poad.rl.trainer import build_policy
-
-
-def _collect(algorithm: POAD, env_id: str, config: POADConfig) -> RolloutBuffer:
-    envs = [gym.make(env_id) for _ in range(config.num_envs)]
-    observations, infos = map(list, zip(*(e.reset(seed=i) for i, e in enumerate(envs))))
-    generator = torch.Generator().manual_seed(0)
-    buffer = RolloutBuffer(num_envs=config.num_envs)
-    for _ in range(config.rollout_length):
-        records = algorithm.collect(
-            observations, [i["available_actions"] for i in infos], generator
-        )
-        for k, record in enumerate(records):
-            obs, reward, terminated, truncated, info = envs[k].step(record.sample.text)
-            record.reward, record.done = float(reward), bool(terminated or truncated)
-            if record.done:
-                obs, info = envs[k].reset(seed=100 + k)
-            observations[k], infos[k] = obs, info
-        buffer.add(records)
-    buffer.next_values = algorithm.bootstrap_values(observations)
-    algorithm.compute_advantages(buffer)
-    return buffer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,53 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     policy = build_policy(config, model, seed=0)
     algorithm = POAD(config, policy, seed=0)
-    buffer = _collect(algorithm, args.env, config)
-
-    prompts = buffer.flat("prompt")
-    tokens = buffer.flat_samples("token_ids")
-    sequences = [policy.encode_prompt(p) + list(t) for p, t in zip(prompts, tokens)]
-    real_tokens = sum(len(s) for s in sequences) * config.epochs
+    buffer = collect_rollout(algorithm, args.env, config)
+    timing = time_update(algorithm, config, buffer, args.repeats)
     settings = config.ppo_settings()
-
-    def anchor_chunks() -> list[list[int]]:
-        # The minibatches ppo_update draws with the same generator, split as it splits them.
-        generator = torch.Generator().manual_seed(1)
-        chunks = []
-        for _ in range(config.epochs):
-            order = torch.randperm(len(sequences), generator=generator)
-            for index in order.tensor_split(settings.num_minibatches):
-                for chunk in index.tensor_split(settings.grad_accum_steps):
-                    if chunk.numel():
-                        chunks.append(chunk.tolist())
-        return chunks
-
-    chunks = anchor_chunks()
-    padded_tokens = sum(len(c) * max(len(sequences[i]) for i in c) for c in chunks)
-
-    def plain_forward_backward() -> None:
-        policy.model.train()
-        try:
-            for chunk in chunks:
-                ids, mask = policy._right_padded([sequences[i] for i in chunk])
-                labels = ids.masked_fill(mask == 0, -100)
-                out = policy.model(input_ids=ids, attention_mask=mask, labels=labels)
-                out.loss.backward()
-                policy.model.zero_grad(set_to_none=True)
-        finally:
-            policy.model.eval()
-
-    def update() -> None:
-        algorithm.update(buffer, torch.Generator().manual_seed(1))
-
-    plain_forward_backward()  # warm-up of both paths
-    update()
-    anchor_s, update_s = [], []
-    for _ in range(args.repeats):
-        for fn, times in ((plain_forward_backward, anchor_s), (update, update_s)):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-    ratios = [a / u for a, u in zip(anchor_s, update_s)]
+    real_tokens, anchor_s, update_s = timing.real_tokens, timing.anchor_s, timing.update_s
 
     adapted = "all" if config.__dict__.get("lora_layers") is None else f"top {config.lora_layers}"
     print(
@@ -165,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         f"({adapted} layers); threads {torch.get_num_threads()}; device {policy.device}"
     )
     print(
-        f"rollout: {args.env}, {len(sequences)} samples, {real_tokens // config.epochs} tokens "
-        f"per epoch ({sum(len(t) for t in tokens)} action tokens); {config.epochs} epoch(s) x "
+        f"rollout: {args.env}, {timing.samples} samples, {real_tokens // config.epochs} tokens "
+        f"per epoch ({timing.action_tokens} action tokens); {config.epochs} epoch(s) x "
         f"{settings.num_minibatches} minibatches x {settings.grad_accum_steps} chunk(s); "
-        f"anchor padding {100 * (1 - real_tokens / padded_tokens):.0f}%"
+        f"anchor padding {100 * (1 - real_tokens / timing.padded_tokens):.0f}%"
     )
     print(
         f"plain HF forward+backward: median {statistics.median(anchor_s):.2f} s, min "
@@ -179,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{min(update_s):.2f} s ({real_tokens / statistics.median(update_s):,.0f} tokens/s)"
     )
     print(
-        f"ratio: {statistics.median(ratios):.2f} (median of {len(ratios)} interleaved pairs; "
-        f"min-time ratio {min(anchor_s) / min(update_s):.2f}) of plain forward+backward "
+        f"ratio: {timing.ratio:.2f} (median of {len(anchor_s)} interleaved pairs; "
+        f"min-time ratio {timing.min_time_ratio:.2f}) of plain forward+backward "
         "throughput (goal >= 0.8)"
     )
     return 0

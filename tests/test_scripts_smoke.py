@@ -25,6 +25,7 @@ COVERED_ELSEWHERE = {
     "benchmarks/ppo_update.py": "tests/test_rl_speed.py",
     "benchmarks/action_scoring.py": "tests/test_rl_speed.py",
     "benchmarks/train_iteration.py": "tests/test_rl_speed.py",
+    "benchmarks/gpu_check.py": "tests/test_gpu_check.py",
 }
 TINY_MODEL = "{tiny_model}"  # replaced by the tiny model's directory
 TINY_RUN = "{tiny_run}"  # replaced by a tiny trained run directory

@@ -140,6 +140,34 @@ def check_file(path: str | None, flag: str) -> str | None:
     return None
 
 
+def check_device(device: str | None, flag: str = "--device") -> str | None:
+    """A torch device this machine has (``cuda`` needs a visible GPU), judged before any model
+    loads (:func:`~agentbench_poad.models.loading.device_problem`)."""
+    if device is None or device == "auto":
+        return None
+    from agentbench_poad.models.loading import device_problem
+
+    problem = device_problem(device)
+    return f"{flag}: {problem}" if problem else None
+
+
+def check_run_device(run: str | None, device: str | None, flag: str = "--device") -> str | None:
+    """The device a run's policy will load on: ``device``, else the run's own (its
+    ``config.json``), which may name a GPU this machine does not have."""
+    if device is not None or run is None:
+        return check_device(device, flag)
+    import json
+    from pathlib import Path
+
+    try:
+        config = json.loads((Path(run).expanduser() / "config.json").read_text())
+        run_device = config["algorithm"]["device"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # check_run_dir reports an unreadable run
+    problem = check_device(run_device, flag)
+    return f"{problem} (the run was trained on {run_device!r}; pass --device)" if problem else None
+
+
 def check_run_dir(path: str | None, flag: str = "--run") -> str | None:
     """A training run directory (written by `agentbench-poad train`)."""
     if path is None:
@@ -161,9 +189,11 @@ __all__ = [
     "argparse",
     "check_agent_env",
     "check_at_least",
+    "check_device",
     "check_env_id",
     "check_file",
     "check_model",
+    "check_run_device",
     "check_run_dir",
     "die",
     "first_error",

@@ -19,6 +19,7 @@ from agentbench_poad.cli._common import (
     check_at_least,
     check_env_id,
     check_model,
+    check_run_device,
     check_run_dir,
     die,
     first_error,
@@ -106,6 +107,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         check_at_least(args.timeout, 0, "--timeout"),
         check_at_least(args.batch_size, 1, "--batch-size"),
         check_at_least(args.max_retries, 0, "--max-retries"),
+        check_run_device(args.run, args.device),
         check_model(args.agent[3:], "--agent lm:")
         if (args.agent or "").startswith("lm:")
         else None,

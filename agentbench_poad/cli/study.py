@@ -7,6 +7,7 @@ import argparse
 from agentbench_poad.cli._common import (
     add_command,
     check_at_least,
+    check_device,
     check_file,
     check_model,
     die,
@@ -94,6 +95,8 @@ def run_study_command(args: argparse.Namespace) -> int:
         check_file(args.spec, "SPEC"),
         check_at_least(args.max_retries, 0, "--max-retries"),
         check_at_least(args.max_updates, 1, "--max-updates"),
+        # with Ray the cluster's GPUs count, not this machine's (RayExecutor checks them)
+        check_device(args.device) if args.executor == "local" else None,
         "--address names a Ray cluster; add --executor ray"
         if args.address and args.executor != "ray" and args.env_executor != "ray"
         else None,

@@ -9,6 +9,7 @@ from agentbench_poad.cli._common import (
     add_command,
     check_agent_env,
     check_at_least,
+    check_device,
     check_env_id,
     check_model,
     die,
@@ -128,12 +129,14 @@ def run_train(args: argparse.Namespace) -> int:
             overrides["device"] = args.device
         # the config itself (preset + overrides, validated by its __post_init__), before the model
         preset = None if args.preset == "none" else args.preset
-        config_class.preset(preset_for(config_class, args.env_id, preset), **overrides)
+        config = config_class.preset(preset_for(config_class, args.env_id, preset), **overrides)
         env_kwargs = {k: json.loads(v) for k, v in _pairs(args.env_args, "--env-arg").items()}
     except json.JSONDecodeError as exc:
         return die(f"--env-arg takes KEY=JSON, the value is not JSON ({exc.msg})")
     except (ValueError, KeyError) as exc:
         return die(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
+    if error := check_device(config.device):  # no GPU: fail before the model loads
+        return die(error)
     if error := check_model(args.model):  # last: the options above are cheaper to fix
         return die(error)
     try:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,32 +86,138 @@ class LoraSettings:
         )
 
 
+def device_problem(device: Any) -> str | None:
+    """Why ``device`` cannot be used on this machine, with the fix; None when it can.
+
+    Judged from torch's device queries alone (no model is loaded), so a command can check its
+    ``--device`` before any work. ``None`` and ``"auto"`` always work (``auto`` falls back to the
+    CPU).
+    """
+    if device is None or device == "auto":
+        return None
+    torch = require("torch", "train")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        return (
+            f"device {device!r} is not a torch device ({exc}); use 'cpu', 'cuda', 'cuda:N' "
+            "or 'auto'"
+        )
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            why = (
+                "this torch build has no CUDA support"
+                if torch.version.cuda is None and torch.version.hip is None
+                else "no GPU is visible"
+            )
+            return (
+                f"device {device!r} was asked for, but CUDA is not available ({why}; torch "
+                f"{torch.__version__}); "
+                "use --device cpu, or --device auto to take a GPU only where there is one"
+            )
+        count = torch.cuda.device_count()
+        if parsed.index is not None and parsed.index >= count:
+            return (
+                f"device {device!r} was asked for, but this machine has {count} GPU(s) "
+                f"(cuda:0 .. cuda:{count - 1}); use one of them, 'cuda' or 'auto'"
+            )
+    elif parsed.type == "mps" and not torch.backends.mps.is_available():
+        return f"device {device!r} was asked for, but MPS is not available; use 'cpu' or 'auto'"
+    return None
+
+
 def resolve_device(device: Any = "auto"):
-    """A ``torch.device``; ``"auto"`` is ``cuda`` when a GPU is visible, else ``cpu``."""
+    """A ``torch.device``; ``"auto"`` is ``cuda`` when a GPU is visible, else ``cpu``.
+
+    Raises:
+        ValueError: the device is not usable here (:func:`device_problem` says why and the fix).
+    """
     torch = require("torch", "train")
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"device {str(device)!r} was asked for but CUDA is not available; use 'cpu'"
-        )
-    return device
+    if isinstance(device, torch.device):
+        device = str(device)
+    problem = device_problem(device)
+    if problem:
+        raise ValueError(problem)
+    return torch.device(device)
+
+
+def cuda_has_bf16(device: Any = None) -> bool:
+    """The GPU computes natively in bfloat16 (compute capability 8.0+, or ROCm).
+
+    Unlike ``torch.cuda.is_bf16_supported()`` (which by default also counts a slow emulation on
+    older GPUs), this is what decides whether bfloat16 is worth loading a model in.
+    """
+    torch = require("torch", "train")
+    if torch.version.hip:
+        return True
+    if not torch.cuda.is_available():
+        return False
+    return torch.cuda.get_device_properties(device).major >= 8
+
+
+def choose_dtype(
+    dtype: str, device_type: str, bf16_supported: Callable[[], bool]
+) -> tuple[str, str | None]:
+    """The dtype a model is loaded in on a device of ``device_type``, and a note when it is not
+    the one asked for.
+
+    ``"auto"`` is bfloat16 on a GPU that has it, else float16; float32 off the GPU. An explicit
+    ``"bfloat16"`` on a GPU without native bfloat16 (pre-Ampere: V100, T4) falls back to float16
+    too: emulated bfloat16 there is several times slower, and the LoRA weights and the critic
+    stay float32 either way (:class:`LoraSettings`). The note says so; a training run writes it
+    into its ``config.json`` (``code_sessions[-1].compute.dtype_note``).
+
+    Args:
+        dtype: ``"float32"``, ``"float16"``, ``"bfloat16"`` or ``"auto"``.
+        device_type: ``torch.device(...).type``: ``"cuda"``, ``"cpu"``, ...
+        bf16_supported: asked (only on CUDA) whether the GPU has bfloat16; normally
+            :func:`cuda_has_bf16` of the device.
+
+    Returns:
+        ``(dtype name, note or None)``.
+    """
+    if dtype != "auto" and dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {DTYPES + ('auto',)}")
+    if device_type != "cuda":
+        return ("float32" if dtype == "auto" else dtype), None
+    if dtype not in ("auto", "bfloat16") or bf16_supported():
+        return ("bfloat16" if dtype == "auto" else dtype), None
+    return "float16", (
+        f"dtype {dtype!r} asked for, but this GPU has no native bfloat16 (compute capability "
+        "below 8.0): float16 used instead"
+    )
 
 
 def resolve_dtype(dtype: Any = "float32", device: Any = "cpu"):
-    """A ``torch.dtype`` from a name; ``"auto"`` is bfloat16 (or float16) on CUDA, float32 on CPU."""
+    """A ``torch.dtype`` from a name, for a model on ``device`` (see :func:`choose_dtype`:
+    ``"auto"`` is bfloat16, or float16, on CUDA, float32 on CPU; ``"bfloat16"`` on a GPU
+    without it is float16, with a warning)."""
     torch = require("torch", "train")
     if isinstance(dtype, torch.dtype):
         return dtype
-    if dtype == "auto":
-        device = resolve_device(device)
-        if device.type != "cuda":
-            return torch.float32
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of {DTYPES + ('auto',)}")
-    return getattr(torch, dtype)
+    device = resolve_device(device)
+    name, note = choose_dtype(dtype, device.type, lambda: cuda_has_bf16(device))
+    if note:
+        warnings.warn(note, stacklevel=2)
+    return getattr(torch, name)
+
+
+def compute_summary(device: Any = "cpu", dtype: Any = "float32") -> dict[str, Any]:
+    """Where a run computes, for its ``config.json``: ``{"device", "dtype"}``, plus
+    ``"device_name"`` and ``"cuda"`` (the CUDA version torch was built with) on a GPU and
+    ``"dtype_note"`` when the dtype is not the one asked for (:func:`choose_dtype`)."""
+    torch = require("torch", "train")
+    resolved = resolve_device(device)
+    name, note = choose_dtype(str(dtype), resolved.type, lambda: cuda_has_bf16(resolved))
+    summary: dict[str, Any] = {"device": str(resolved), "dtype": name}
+    if resolved.type == "cuda":
+        summary["device_name"] = torch.cuda.get_device_name(resolved)
+        summary["cuda"] = torch.version.cuda or torch.version.hip
+    if note:
+        summary["dtype_note"] = note
+    return summary
 
 
 def load_causal_lm(
@@ -292,7 +399,11 @@ __all__ = [
     "DTYPES",
     "LoraSettings",
     "ModelNotAvailable",
+    "choose_dtype",
+    "compute_summary",
     "count_parameters",
+    "cuda_has_bf16",
+    "device_problem",
     "init_tiny_model",
     "load_causal_lm",
     "resolve_device",

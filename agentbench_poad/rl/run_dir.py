@@ -46,9 +46,18 @@ __all__ = [
 #: config.json keys that must match to resume a run.
 IDENTITY_KEYS = ("agent", "env_id", "env_kwargs", "model", "seed", "algorithm")
 #: config.json key of the code each session of the run trained with: a list of
-#: ``{"from_update": N, "package_version", "git_commit", "git_dirty", "python"}``, one per
-#: session, ``from_update`` the checkpoint it resumed from (0: the start).
+#: ``{"from_update": N, "package_version", "git_commit", "git_dirty", "python", "compute"}``,
+#: one per session, ``from_update`` the checkpoint it resumed from (0: the start), ``compute``
+#: its device and dtype (``dtype_note`` when a GPU without bfloat16 made it float16).
 CODE_SESSIONS = "code_sessions"
+
+
+def _compute(algorithm: dict[str, Any]) -> dict[str, Any]:
+    """Where this session computes: device, dtype, and a note when the dtype fell back
+    (:func:`~agentbench_poad.models.loading.compute_summary`)."""
+    from agentbench_poad.models.loading import compute_summary
+
+    return compute_summary(algorithm.get("device", "cpu"), algorithm.get("dtype", "float32"))
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -173,9 +182,14 @@ class RunDirectory:
                 f"{self.path} already holds a run; pass resume=True (--resume) to continue it or "
                 "choose another output directory"
             )
+        compute = _compute(spec.get("algorithm") or {})  # a missing GPU fails before mkdir
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "checkpoints").mkdir(exist_ok=True)
-        session = {"from_update": _checkpoint_update(checkpoint), **software_info()}
+        session = {
+            "from_update": _checkpoint_update(checkpoint),
+            **software_info(),
+            "compute": compute,
+        }
         write_json(self.path / "config.json", {**spec, CODE_SESSIONS: [*sessions, session]})
         if checkpoint is None:
             (self.path / "best_code.json").unlink(missing_ok=True)  # a run killed before a ckpt

@@ -419,7 +419,13 @@ def run_study(
     def failed(job: Any, attempt: int, error: str) -> None:
         log(f"FAILED (attempt {attempt}) {_describe(job)}: {error.splitlines()[0]}")
 
-    with get_executor(executor, address=address, max_retries=max_retries) as runner:
+    with get_executor(
+        executor,
+        address=address,
+        max_retries=max_retries,
+        device=device,
+        runs_per_gpu=study.runs_per_gpu,
+    ) as runner:
         # Evaluations whose runs were trained by an earlier call go first; evaluation-only
         # tasks (untrained models, no runs) go after the training.
         first: list[Any] = [*(take_ready(trained_only=True) if evaluate else []), *todo]

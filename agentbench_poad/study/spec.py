@@ -37,6 +37,7 @@ _STUDY_KEYS = {
     "env_executor",
     "overrides",
     "env_kwargs",
+    "runs_per_gpu",
 }
 _EVAL_KEYS = {"episodes", "greedy", "seeds", "action_timeout"}
 _GROUP_KEYS = {
@@ -147,6 +148,9 @@ class Study:
     pending: list[str] = field(default_factory=list)
     """Tuned ``"group: agent"`` pairs waiting for ``--select`` (they have no cells yet)."""
     spec_path: str = ""
+    runs_per_gpu: int = 1
+    """Runs that share one GPU under ``--executor ray --device cuda`` (``[study] runs_per_gpu``;
+    each run asks Ray for ``1 / runs_per_gpu`` of a GPU; docs/scale-out.md)."""
 
     def select(self, groups: Sequence[str]) -> Study:
         """The study restricted to the named groups' cells and evaluations.
@@ -172,6 +176,7 @@ class Study:
             self.tuning,
             [p for p in self.pending if p.split(":")[0] in chosen],
             self.spec_path,
+            self.runs_per_gpu,
         )
 
 
@@ -320,6 +325,9 @@ def load_study(
     for agent in tuned_agents:
         if isinstance(agent, str) and agent in broken:
             problems.append(f"[tuning]: agent {agent!r}: {broken[agent]}")
+    runs_per_gpu = head.get("runs_per_gpu", 1)
+    if not isinstance(runs_per_gpu, int) or isinstance(runs_per_gpu, bool) or runs_per_gpu < 1:
+        problems.append(f"[study] runs_per_gpu must be an int >= 1, got {runs_per_gpu!r}")
     budgets = head.get("total_steps", {})
     if not isinstance(budgets, dict):
         problems.append("[study] total_steps must be a table: env id -> env steps")
@@ -534,9 +542,11 @@ def load_study(
             f"study spec {path} has {len(problems)} problem(s); nothing was run:\n"
             + "\n".join(f"  - {p}" for p in problems)
         )
-    return Study(
+    study = Study(
         name, out_dir, records_dir, cells, evals, needs, group_names, tuning, pending, str(path)
     )
+    study.runs_per_gpu = runs_per_gpu
+    return study
 
 
 def _eval_task(
