@@ -80,7 +80,74 @@ def summarise(lines: list[dict]) -> dict:
     summary["max_policy_loss"] = max(losses) if losses else None
     summary["entropy_first"] = entropies[0] if entropies else None
     summary["entropy_last"] = entropies[-1] if entropies else None
+    summary["large_updates"] = sum(1 for row in lines if is_large_update(row))
+    summary["reward_free_entropy_drift"] = reward_free_entropy_drift(lines)
+    returns = [r["episode_return_mean"] for r in lines if r.get("episode_return_mean") is not None]
+    summary["return_last4"] = sum(returns[-4:]) / len(returns[-4:]) if returns else None
     return summary
+
+
+#: Issue 44's definition of a runaway update: |policy loss| above this ...
+LARGE_POLICY_LOSS = 1.0
+#: ... or a pre-clip policy gradient norm above this.
+LARGE_GRAD_NORM = 1e3
+
+
+def is_large_update(row: dict) -> bool:
+    """|policy loss| > LARGE_POLICY_LOSS or pre-clip policy gradient norm > LARGE_GRAD_NORM."""
+    loss, norm = row.get("policy_loss"), row.get("policy_grad_norm")
+    return (loss is not None and abs(loss) > LARGE_POLICY_LOSS) or (
+        norm is not None and norm > LARGE_GRAD_NORM
+    )
+
+
+def _reward_free(row: dict) -> bool:
+    """The update's batch held no reward signal: the logged ``signal_free`` flag (runs from the
+    stable-updates code on), else a batch reward of exactly zero (older runs)."""
+    if row.get("signal_free") is not None:
+        return bool(row["signal_free"])
+    return not row.get("reward_mean")
+
+
+def reward_free_entropy_drift(lines: list[dict]) -> float:
+    """Sum over reward-free updates ``u`` of ``H(u+1) − H(u)``: how far updates without a reward
+    signal moved the policy's entropy. An update that took no policy step (``policy_steps_taken``
+    0, e.g. skipped for lack of signal) left the policy exactly as it was: it adds 0. Pairs
+    without both entropies logged add nothing."""
+    drift = 0.0
+    for row, after in zip(lines, lines[1:]):
+        if not _reward_free(row) or row.get("policy_steps_taken") == 0:
+            continue
+        before_h, after_h = row.get("entropy"), after.get("entropy")
+        if before_h is not None and after_h is not None:
+            drift += after_h - before_h
+    return drift
+
+
+def ablation_table(root: Path) -> list[dict]:
+    """One row per run under ``root/<rule>/``: rule, env, agent, seed and its summary."""
+    rows = []
+    for metrics in sorted(root.glob("*/runs/*/*/seed*/metrics.jsonl")):
+        run = metrics.parent
+        rule = metrics.relative_to(root).parts[0]
+        summary = summarise(read_metrics(run))
+        rows.append(
+            {
+                "rule": rule,
+                "env": run.parent.parent.name,
+                "agent": run.parent.name,
+                "seed": run.name,
+                "updates": summary["updates"],
+                "reward_free_updates": sum(1 for r in read_metrics(run) if _reward_free(r)),
+                "large_updates": summary["large_updates"],
+                "max_policy_loss": summary["max_policy_loss"],
+                "reward_free_entropy_drift": summary["reward_free_entropy_drift"],
+                "entropy_first": summary["entropy_first"],
+                "entropy_last": summary["entropy_last"],
+                "return_last4": summary["return_last4"],
+            }
+        )
+    return rows
 
 
 def _fmt(value: float | None) -> str:
@@ -89,9 +156,39 @@ def _fmt(value: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", nargs="+", type=Path, help="training run directories")
+    parser.add_argument("runs", nargs="*", type=Path, help="training run directories")
     parser.add_argument("--out", type=Path, help="write the statistics as JSON")
+    parser.add_argument(
+        "--ablation",
+        type=Path,
+        help="a folder of study outputs, one per rule (runs/stable-updates-ablation): print the "
+        "ablation table (large updates, entropy drift over reward-free updates, return)",
+    )
     args = parser.parse_args(argv)
+    if args.ablation is not None:
+        rows = ablation_table(args.ablation)
+        print("rule | env | agent | updates (reward-free) | large | max loss | drift | return")
+        for r in rows:
+            print(
+                f"{r['rule']} | {r['env']} | {r['agent']} | {r['updates']} "
+                f"({r['reward_free_updates']}) | {r['large_updates']} | "
+                f"{_fmt(r['max_policy_loss'])} | {r['reward_free_entropy_drift']:+.3f} | "
+                f"{_fmt(r['return_last4'])}"
+            )
+        if args.out:
+            from agentbench_poad.rl.run_dir import write_json
+
+            write_json(
+                args.out,
+                {
+                    "large_policy_loss": LARGE_POLICY_LOSS,
+                    "large_grad_norm": LARGE_GRAD_NORM,
+                    "runs": rows,
+                },
+            )
+        return 0
+    if not args.runs:
+        parser.error("give run directories, or --ablation FOLDER")
 
     result = {"statistics": STATISTICS, "runaway_grad_norm": RUNAWAY_GRAD_NORM, "runs": []}
     print(

@@ -98,3 +98,38 @@ def test_env_rule_and_policy_settings_agree(lines, final, style):
     rule = STYLE_STOPS[style]
     settings_ = GenerationSettings(stop_strings=rule.stop_strings, stop_patterns=rule.stop_patterns)
     assert rule.find(text, final=final) == settings_.find_stop(text, final=final)
+
+
+def test_training_takes_the_envs_stop_rule(tiny_model_dir, tmp_path):  # noqa: F811
+    """The trainer gives the policy the env's declared stop rule, so rollouts and learning-curve
+    evaluations stop at the end of the function body in the worked-example style."""
+    import gymnasium as gym
+
+    from agentbench_poad.baselines import get_algorithm
+    from agentbench_poad.rl.trainer import _start
+    from tests.fixtures_rl import small_overrides
+
+    env_id = "DataSciCoding-iris-v0"
+    kwargs = {"prompt_style": "worked_example", "sandbox": "process"}
+    rule = gym.make(env_id, **kwargs).unwrapped.action_stop.as_info()
+    session = _start(
+        get_algorithm("poad"),
+        env_id,
+        tiny_model_dir,
+        total_steps=6,
+        seed=0,
+        out=tmp_path / "run",
+        resume=False,
+        overrides=small_overrides(eval_every=0),
+        preset=None,
+        env_kwargs=kwargs,
+    )
+    try:
+        settings = session.policy.generation
+        for pattern in rule["stop_patterns"]:
+            assert pattern in settings.stop_patterns
+        for text in rule.get("stop_strings", ()):
+            assert text in settings.stop_strings
+        assert rule["stop_patterns"] or rule.get("stop_strings")
+    finally:
+        session.close()

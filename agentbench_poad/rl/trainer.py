@@ -552,6 +552,10 @@ def _start(
     envs = make_envs(env_id, env_kwargs, config.num_envs, config.env_executor)
     slots = [_EnvSlot(env, i) for i, env in enumerate(envs)]
     state = _restore(run, checkpoint, policy, agent, generators, slots, seed)
+    # An open-action env may declare where a generated action ends (DataSciCoding's
+    # worked-example style: the end of the function body); the policy then stops there in
+    # training rollouts and in the learning-curve evaluations alike.
+    policy.generation = policy.settings_for(slots[0].info.get("action_stop"))
     run.truncate_metrics(state.update)
     run.write_learning_curve(state.learning_curve)
     try:
