@@ -135,6 +135,43 @@ def _summed_policy_steps(run_dirs: Sequence[Path]) -> dict[str, Any]:
     return out
 
 
+#: The update safeguards every agent shares (docs/agents.md, "Stable updates"): a record says
+#: which ones its runs used, and whether they were the package's defaults.
+SAFEGUARD_FIELDS = (
+    "dual_clip",
+    "normalize_advantages",
+    "normalize_over",
+    "advantage_std_floor",
+    "skip_signal_free",
+)
+
+
+def _safeguards(configs: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> dict[str, Any]:
+    """The record's ``training`` fields of the shared update rule and the budget actually used:
+    the guard kind, the safeguard settings (None for runs made before they existed), whether
+    they are the defaults, and the env steps each run used (its last metrics line)."""
+    from agentbench_poad.rl.config import PPOConfig
+    from agentbench_poad.rl.run_dir import RunDirectory
+
+    defaults = PPOConfig()
+    algorithm = configs[0].get("algorithm") or {}
+    settings = {k: algorithm.get(k) for k in SAFEGUARD_FIELDS}
+    known = all(k in algorithm for k in SAFEGUARD_FIELDS)
+    used: dict[str, int | None] = {}
+    for config, run in zip(configs, run_dirs):
+        lines = RunDirectory(run).read_metrics()
+        steps = lines[-1].get("env_steps") if lines else None
+        used[str(config.get("seed"))] = int(steps) if steps is not None else None
+    return {
+        "guard": configs[0].get("guard", "shared"),
+        "safeguards": settings if known else None,
+        "safeguards_default": (
+            all(settings[k] == getattr(defaults, k) for k in SAFEGUARD_FIELDS) if known else None
+        ),
+        "env_steps_used": used,
+    }
+
+
 def _curve_label(run_dirs: Sequence[str | Path]) -> str:
     """What the runs' learning-curve points are: greedy or sampled evaluations (the config's
     ``eval_greedy``; runs written before that field existed evaluated greedily)."""
@@ -319,6 +356,7 @@ def record_from_runs(
         "best_code": best_code,
         # The KL guard's count, summed over the runs' updates (docs/agents.md, "One KL guard").
         **_summed_policy_steps(run_dirs),
+        **_safeguards(configs, [Path(r) for r in run_dirs]),
     }
     sessions = {str(c.get("seed", i)): c.get("code_sessions") for i, c in enumerate(configs)}
     if any(sessions.values()):  # the code each run trained with, session by session

@@ -431,6 +431,11 @@ def test_a_curve_point_and_a_board_score_of_the_same_checkpoint_agree(tiny_model
     assert seed_score["score"] == point["eval_score"]
     assert seed_score["success_rate"] == point["eval_success_rate"]
     assert record["protocol"]["batch_size"] == episodes  # the curve's batch: all episodes
+    # the shared update rule and the budget actually used (docs/agents.md, "Stable updates")
+    training = record["training"]
+    assert training["guard"] == "shared" and training["safeguards_default"] is True
+    assert training["safeguards"]["dual_clip"] == 3.0
+    assert training["env_steps_used"] == {"4": 8}
     assert main(["evaluate", "--run", str(run), "--episodes", str(episodes), "--seed", "4"]) == 0
     printed = capsys.readouterr().out
     assert f"mean return: {point['eval_return']:.4f}" in printed
