@@ -106,3 +106,40 @@ def test_cli_names_a_directory_without_metrics(tmp_path, capsys):
         _module().main([str(tmp_path)])
     assert exit_info.value.code == 2
     assert "metrics.jsonl does not exist" in capsys.readouterr().err
+
+
+drift_line = st.fixed_dictionaries(
+    {
+        "signal_free": st.one_of(st.none(), st.sampled_from([0.0, 1.0])),
+        "reward_mean": st.sampled_from([0.0, 0.25]),
+        "policy_steps_taken": st.sampled_from([0.0, 4.0, 16.0]),
+        "entropy": st.one_of(st.none(), st.floats(0.0, 3.0)),
+        "policy_loss": st.one_of(st.none(), st.floats(-1e4, 1e4)),
+        "policy_grad_norm": st.one_of(st.none(), st.floats(0.0, 1e7)),
+    }
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(drift_line, max_size=20))
+def test_large_updates_and_reward_free_drift_match_a_plain_loop(lines):
+    module = _module()
+    large = 0
+    for row in lines:
+        loss, norm = row["policy_loss"], row["policy_grad_norm"]
+        if (loss is not None and abs(loss) > 1.0) or (norm is not None and norm > 1e3):
+            large += 1
+    drift = 0.0
+    for k in range(len(lines) - 1):
+        row, after = lines[k], lines[k + 1]
+        free = (
+            row["signal_free"] == 1.0 if row["signal_free"] is not None else row["reward_mean"] == 0
+        )
+        if (
+            free
+            and row["policy_steps_taken"] != 0
+            and None not in (row["entropy"], after["entropy"])
+        ):
+            drift += after["entropy"] - row["entropy"]
+    assert sum(module.is_large_update(r) for r in lines) == large
+    assert module.reward_free_entropy_drift(lines) == pytest.approx(drift)
