@@ -154,6 +154,11 @@ def agent_label(record: dict[str, Any], *, source: bool = False) -> str:
         label += f" [trained on {trained_on}]"
     if is_exploratory(record):
         label += " [exploratory]"
+    training = record.get("training") or {}
+    if training.get("guard") == "custom":  # its own KL guard (docs/agents.md, "One KL guard")
+        label += " [custom guard]"
+    if training.get("safeguards_default") is False:  # dual clip off or another noise rule
+        label += " [non-default update rule]"
     outside = (record.get("training") or {}).get("trainer_version")  # docs/integrations.md
     if outside:
         label += f" [trainer: {outside}]"
