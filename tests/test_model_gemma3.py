@@ -137,6 +137,29 @@ def test_update_log_probs_equal_the_models_own_forward(fixture, request):
         policy.model.zero_grad()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open-action generation right-pads a batch of prompts and then appends tokens from the "
+    "KV cache; transformers applies sliding windows (and drops sliding-layer cache entries) by "
+    "cache index, so a shorter prompt's generated tokens see a window shifted by its padding "
+    "once prompt + action exceed the window (512 tokens for gemma3-270m). Left-padding the "
+    "prompts in rl/generation.py would make index and position differ by a constant per row",
+)
+def test_open_generation_beyond_the_sliding_window_equals_the_models_own_forward(
+    narrow_gemma_dir,
+):
+    from agentbench_poad.rl.policy_types import GenerationSettings
+
+    policy = _perturbed(
+        LMPolicy(narrow_gemma_dir, generation=GenerationSettings(max_new_tokens=12))
+    )
+    prompts = ["Write code: a tomato and a knife on the board", "Hi"]
+    samples = policy.act(prompts, [None, None], generator=torch.Generator().manual_seed(0))
+    for prompt, sample in zip(prompts, samples):
+        expected = _reference_log_probs(policy, prompt, list(sample.token_ids))
+        assert sample.token_log_probs == pytest.approx(expected, abs=1e-5)
+
+
 # -- every reference agent trains on it ------------------------------------------------------
 @pytest.mark.parametrize("agent", ["poad", "ntpo", "twosome", "grpo", "gigpo"])
 def test_every_agent_makes_one_update_on_gemma3(agent, gemma_dir, tmp_path):
