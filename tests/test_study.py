@@ -778,3 +778,57 @@ def test_a_retired_record_is_not_made_again_and_a_moved_checkout_keeps_its_evalu
         moved / "s.json", out=moved / "out", records=moved / "records", log=lambda _: None
     )
     assert len(fourth.records) == 1 and Path(fourth.records[0]).exists()
+
+
+# -- fresh evaluation seeds ------------------------------------------------------------------------
+def test_a_tuned_spec_evaluating_on_an_earlier_studys_evaluation_seeds_is_refused(tmp_path):
+    """Evaluation seeds may not overlap an earlier study's evaluation seeds on the same task
+    (another spec beside it); tuning seeds may be shared, and another task's seeds are free."""
+    from tests.test_study_tuning import ENV as TUNED_ENV
+    from tests.test_study_tuning import spec_dict
+
+    tuned = spec_dict("tiny")
+    tuned["group"][0]["seeds"] = [7, 8]
+    other_task = "Overcooked-TomatoSalad-v0"
+    (tmp_path / "earlier.toml").write_text(
+        '[study]\nname = "earlier"\nmodel = "tiny"\nseeds = [8, 9]\n\n'
+        f'[[group]]\nagents = ["poad"]\nenvs = ["{TUNED_ENV}"]\n\n'  # evaluated on 8, 9
+        f'[[group]]\nagents = ["poad"]\nenvs = ["{other_task}"]\nseeds = [7]\n'
+    )
+    (tmp_path / "tuned-earlier.json").write_text(json.dumps(spec_dict("tiny")))  # seed 7
+    path = tmp_path / "later.json"
+    path.write_text(json.dumps(tuned))
+    with pytest.raises(StudyError) as info:
+        load_study(path, out=tmp_path / "out")
+    message = str(info.value)
+    assert (
+        f"evaluation seeds [8] on {TUNED_ENV} were evaluation seeds of the study earlier.toml"
+        in message
+    )
+    assert (
+        f"evaluation seeds [7] on {TUNED_ENV} were evaluation seeds of the study "
+        "tuned-earlier.json" in message
+    )
+    assert other_task not in message  # seed 7 on another task is no overlap
+    # fresh seeds pass; both studies' tuning seeds (1000, 1001) may be shared
+    tuned["group"][0]["seeds"] = [10, 11]
+    path.write_text(json.dumps(tuned))
+    assert load_study(path, out=tmp_path / "out").groups == ["tuning", "eval"]
+    # a file beside it that is no spec blocks nothing
+    (tmp_path / "notes.toml").write_text("this is [not toml")
+    assert load_study(path, out=tmp_path / "out").groups == ["tuning", "eval"]
+
+
+def test_the_committed_tuned_studies_evaluate_on_fresh_seeds(tmp_path):
+    """The committed tuned specs load (their evaluation seeds overlap neither their tuning
+    seeds nor any other spec's evaluation seeds), and the earlier studies' seeds are read."""
+    from agentbench_poad.study.spec import earlier_evaluation_seeds
+
+    studies = ROOT / "studies"
+    seen = dict(earlier_evaluation_seeds(studies / "none.toml"))
+    assert seen["fair-cpu.toml"]["Overcooked-TomatoSalad-v0"] == set(range(100, 110))
+    assert seen["fair-cpu.toml"]["VirtualHome-FoodPreparation-v0"] == {100, 101, 102}
+    assert {0, 1, 2} <= seen["smollm2-cpu.toml"]["Overcooked-TomatoSalad-v0"]
+    for spec in sorted(studies.glob("*.toml")):
+        if "[tuning]" in spec.read_text(encoding="utf-8"):
+            load_study(spec, out=tmp_path / spec.stem)

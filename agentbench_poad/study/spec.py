@@ -342,6 +342,7 @@ def load_study(
     group_names: list[str] = []
     pending: list[str] = []
     tuning = read_tuning(spec.get("tuning"), trainable=trainable, problems=problems)
+    earlier: list[tuple[str, dict[str, set[int]]]] | None = None  # read once, when needed
     if tuning is not None:
         group_names.append(TUNING_GROUP)
         cells += _tuning_cells(tuning, head, model, out_dir, trainable, problems)
@@ -374,6 +375,9 @@ def load_study(
         if tuning is not None:
             eval_seeds = {*seeds, *(group.get("eval", {}).get("seeds", []) or [])}
             check_evaluation_seeds(tuning, where, eval_seeds, problems)
+            if earlier is None:
+                earlier = earlier_evaluation_seeds(path)
+            _check_fresh_seeds(where, group, default_eval, seeds, earlier, problems)
         preset = group.get("preset", head.get("preset", "auto"))
         g_model = str(group.get("model", model or ""))
         overrides = {**head.get("overrides", {}), **group.get("overrides", {})}
@@ -547,6 +551,70 @@ def load_study(
     )
     study.runs_per_gpu = runs_per_gpu
     return study
+
+
+# -- fresh evaluation seeds ----------------------------------------------------------------------
+def evaluation_seeds(
+    group: dict[str, Any], default_eval: dict[str, Any], seeds: Sequence[int]
+) -> dict[str, set[int]]:
+    """Env id -> the seeds a spec group evaluates on: its seeds (a trained agent is evaluated on
+    its training seeds) and its evaluation protocol's, on its envs and its ``eval_envs``."""
+    protocol = {**default_eval, **(group.get("eval") or {})}
+    found = {int(s) for s in [*seeds, *(protocol.get("seeds") or [])]}
+    envs = [*(group.get("envs") or []), *(group.get("eval_envs") or [])]
+    return {str(env): set(found) for env in envs}
+
+
+def earlier_evaluation_seeds(path: Path) -> list[tuple[str, dict[str, set[int]]]]:
+    """The evaluation seeds of every other study spec beside ``path`` (``*.toml`` and
+    ``*.json`` in its folder, e.g. ``studies/``): ``(spec file name, env id -> seeds)``. A
+    file that does not read as a spec with ``[[group]]`` blocks is no study and is skipped."""
+    found = []
+    for other in sorted([*path.parent.glob("*.toml"), *path.parent.glob("*.json")]):
+        if other.resolve() == path.resolve():
+            continue
+        try:
+            spec = _read(other)
+        except (StudyError, OSError, UnicodeDecodeError):
+            continue
+        groups = spec.get("group") if isinstance(spec, dict) else None
+        if not isinstance(groups, list):
+            continue
+        head = spec.get("study") if isinstance(spec.get("study"), dict) else {}
+        default_eval = spec.get("eval") if isinstance(spec.get("eval"), dict) else {}
+        by_env: dict[str, set[int]] = {}
+        for group in groups:
+            if not isinstance(group, dict):
+                continue
+            try:
+                seeds = [int(s) for s in group.get("seeds", head.get("seeds", [0]))]
+                for env, env_seeds in evaluation_seeds(group, default_eval, seeds).items():
+                    by_env.setdefault(env, set()).update(env_seeds)
+            except (TypeError, ValueError, AttributeError):
+                continue  # a malformed group: that spec's own load names it
+        found.append((other.name, by_env))
+    return found
+
+
+def _check_fresh_seeds(
+    where: str,
+    group: dict[str, Any],
+    default_eval: dict[str, Any],
+    seeds: Sequence[int],
+    earlier: Sequence[tuple[str, dict[str, set[int]]]],
+    problems: list[str],
+) -> None:
+    """A tuned study evaluates on seeds no earlier study evaluated on, per task: each overlap
+    with another spec beside it is a problem naming the spec, the task and the seeds. (Tuning
+    seeds may be shared across studies; evaluation seeds may not.)"""
+    for env, mine in evaluation_seeds(group, default_eval, seeds).items():
+        for name, by_env in earlier:
+            overlap = sorted(mine & by_env.get(env, set()))
+            if overlap:
+                problems.append(
+                    f"{where}: evaluation seeds {overlap} on {env} were evaluation seeds of "
+                    f"the study {name}; evaluate on seeds no earlier study looked at"
+                )
 
 
 def _eval_task(
