@@ -21,7 +21,7 @@ from agentbench_poad.leaderboard.records import (
     task_env_kwargs,
 )
 from agentbench_poad.leaderboard.report.paper import PaperResults, layout_tasks
-from agentbench_poad.leaderboard.report.stats import normalised
+from agentbench_poad.leaderboard.report.stats import iqm_estimate, normalised
 from agentbench_poad.registration import UnknownEnvError, env_facts
 
 #: The agent every other agent is compared with.
@@ -292,6 +292,34 @@ def anchors(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> Anchor
         if top is not None:
             return Anchors(random_score, name, top, random_id, top_id)
     return Anchors(random_score, TOP_ANCHORS[0], None, random_id, None)
+
+
+def below_random(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> float | None:
+    """Random's mean where ``record`` is a trained row that scores below chance, else None.
+
+    A trained row is below random when the upper bound of its IQM's 95 % CI over seeds is at
+    or below the mean of the random row of its env and env kwargs (the same task and cap,
+    :func:`anchors`): training left it no better than a uniform policy, which is news. A row
+    with one seed (no CI) or without a random row of its kind is not flagged."""
+    if is_anchor(record) or not record.get("training"):
+        return None
+    random_score = anchors(record, records).random
+    if random_score is None:
+        return None
+    est = iqm_estimate(seed_scores(record))
+    if est.high is None or est.high > random_score:
+        return None
+    return float(random_score)
+
+
+#: How the tables and the report flag a row :func:`below_random` finds.
+BELOW_RANDOM = "below random"
+
+
+def below_random_tag(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> str:
+    """`` [below random: 0.023]`` (random's mean) for a row :func:`below_random` flags, else ""."""
+    found = below_random(record, records)
+    return "" if found is None else f" [{BELOW_RANDOM}: {found:.3f}]"
 
 
 def anchor_records(env_id: str, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -4,8 +4,9 @@ For every env with a POAD record, each other agent (the random and oracle anchor
 any record :func:`budget_difference` sets apart, whose row says why) gets
 its IQM over seeds with a stratified-bootstrap 95 % CI, the difference of IQMs to POAD's with
 its CI, and the probability of improvement P(agent > POAD) with its CI (:mod:`.stats`). The
-verdict follows the CI of the difference: "better" or "worse" only where it excludes zero, else
-"no significant difference" with the direction. A record with one seed gets no interval:
+verdict (:func:`.stats.verdict`): "better" or "worse" only with ten seeds per agent, a CI of the
+difference excluding zero and an exact permutation p below 0.05; "exploratory: direction only"
+with fewer seeds; else "no significant difference" with the direction. A record with one seed gets no interval:
 "n/a (n = 1)". Where agents are scored on every task of the paper's Table 1, a performance
 profile of their per-seed success rates follows (the fraction of (seed, task) runs above each
 threshold).
@@ -31,9 +32,11 @@ from agentbench_poad.leaderboard.report.blocks import (
     Table,
 )
 from agentbench_poad.leaderboard.report.common import (
+    BELOW_RANDOM,
     REFERENCE_AGENT,
     Inputs,
     agent_label,
+    below_random_tag,
     budget_text,
     env_steps,
     interval,
@@ -43,12 +46,16 @@ from agentbench_poad.leaderboard.report.common import (
     seeds_text,
 )
 from agentbench_poad.leaderboard.report.stats import (
+    ALPHA,
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
+    MIN_VERDICT_SEEDS,
     Estimate,
     iqm_difference,
     iqm_estimate,
+    p_text,
     performance_profile,
+    permutation_p,
     probability_of_improvement,
     verdict,
 )
@@ -65,6 +72,7 @@ HEADER = (
     "95% CI",
     "P(agent > POAD)",
     "95% CI of P",
+    "exact p",
     "verdict",
 )
 
@@ -117,14 +125,20 @@ def reference_record(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None
     return refs[0] if refs else None
 
 
-def _uncompared_row(env_id: str, record: dict[str, Any], verdict_text: str) -> Row:
+def _iqm(record: dict[str, Any], inputs: Inputs) -> str:
+    """The record's IQM with its CI, flagged where it lies below random."""
+    return iqm_cell(iqm_estimate(seed_scores(record))) + below_random_tag(record, inputs.records)
+
+
+def _uncompared_row(env_id: str, record: dict[str, Any], verdict_text: str, inputs: Inputs) -> Row:
     """A row with the record's IQM and no comparison (POAD itself, or a record set apart)."""
     return Row(
         (
             env_id,
             agent_label(record),
             str(len(record["scores"]["per_seed"])),
-            iqm_cell(iqm_estimate(seed_scores(record))),
+            _iqm(record, inputs),
+            "--",
             "--",
             "--",
             "--",
@@ -139,27 +153,29 @@ def _rows_for(env_id: str, inputs: Inputs) -> tuple[list[Row], list[Interval]]:
     ref = reference_record(recs)
     if ref is None:
         return [], []
-    rows = [_uncompared_row(env_id, ref, "reference")]
+    rows = [_uncompared_row(env_id, ref, "reference", inputs)]
     bars: list[Interval] = []
     others = sorted((r for r in recs if r is not ref and not is_anchor(r)), key=agent_label)
     for r in others:
         apart = budget_difference(r, ref)
         if apart is not None:
-            rows.append(_uncompared_row(env_id, r, f"not compared: {apart}"))
+            rows.append(_uncompared_row(env_id, r, f"not compared: {apart}", inputs))
             continue
         diff, poi = compare(r, ref)
+        p = permutation_p(seed_scores(r), seed_scores(ref))
         rows.append(
             Row(
                 (
                     env_id,
                     agent_label(r),
                     str(len(r["scores"]["per_seed"])),
-                    iqm_cell(iqm_estimate(seed_scores(r))),
+                    _iqm(r, inputs),
                     f"{diff.point:+.3f}",
                     interval(diff.low, diff.high, diff.runs),
                     f"{poi.point:.2f}",
                     interval(poi.low, poi.high, poi.runs, digits=2),
-                    verdict(diff),
+                    p_text(p),
+                    verdict(diff, p),
                 )
             )
         )
@@ -243,16 +259,20 @@ def comparison_section(env_ids: Sequence[str], inputs: Inputs) -> Section:
                 )
             )
     if not rows:
-        rows.append(Row(("--", f"(no {REFERENCE_AGENT.upper()} record yet)", *("--",) * 7)))
+        rows.append(Row(("--", f"(no {REFERENCE_AGENT.upper()} record yet)", *("--",) * 8)))
     intro = Paragraph(
         "Statistics over seeds from rliable (Agarwal et al., NeurIPS 2021): a run is one "
         "training seed, scored by the mean over its episodes. IQM = interquartile mean over "
         "seeds; 95% CIs are percentile stratified bootstraps over seeds "
         f"({BOOTSTRAP_RESAMPLES} resamples, seed {BOOTSTRAP_SEED}), the two agents' seeds "
         "resampled independently for the difference and for P(agent > POAD), the chance that a "
-        "seed of the agent scores above a seed of POAD (ties count one half). The verdict says "
-        "'better' or 'worse' only where the CI of the difference excludes zero. With one seed "
-        "there is no interval (n = 1). The random and oracle anchors are not compared, and "
+        "seed of the agent scores above a seed of POAD (ties count one half). The exact p is a "
+        "two-sided permutation test over seeds (every split of the pooled seeds). The verdict "
+        f"says 'better' or 'worse' only with at least {MIN_VERDICT_SEEDS} seeds per agent, "
+        f"a CI of the difference that excludes zero and p < {ALPHA}; with fewer seeds it says "
+        "'exploratory: direction only'. With one seed there is no interval (n = 1). A trained "
+        "row whose IQM CI lies at or below the random row's mean (same task and cap) is "
+        f"flagged '[{BELOW_RANDOM}: MEAN]'. The random and oracle anchors are not compared, and "
         "neither is an agent evaluated unlike POAD (greedy or sampled, episodes per seed) or, "
         "both trained, on other seeds or after other training steps: its row says why."
     )

@@ -1,8 +1,10 @@
 """The fair comparison's tables of docs/results.md (``leaderboard results-tables``,
 :mod:`.results_tables`): each agent against POAD (``comparison``), credit assignment pair by
 pair (``credit``), the shared KL guard's policy steps per trained record (``guard``) and a
-study's tuning from its runs (``tuning:SPEC:OUT``). Verdict words follow the CIs
-(:func:`.stats.verdict`); two records of unequal budgets are named, not compared
+study's tuning from its runs (``tuning:SPEC:OUT``). Verdict words follow the CIs, the exact
+permutation p and the seed counts (:func:`.stats.verdict`); a trained row that scores below the
+random row of its task and cap is flagged "[below random: MEAN]" (:func:`.common.below_random`);
+two records of unequal budgets are named, not compared
 (:func:`.comparison.budget_difference`)."""
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from agentbench_poad.leaderboard.report.common import (
     REFERENCE_AGENT,
     Inputs,
     agent_label,
+    below_random_tag,
     is_anchor,
     md_table,
     seed_scores,
@@ -26,7 +29,13 @@ from agentbench_poad.leaderboard.report.comparison import (
     iqm_cell,
     reference_record,
 )
-from agentbench_poad.leaderboard.report.stats import Estimate, iqm_estimate, verdict
+from agentbench_poad.leaderboard.report.stats import (
+    Estimate,
+    iqm_estimate,
+    p_text,
+    permutation_p,
+    verdict,
+)
 
 
 def _difference_cell(diff: Estimate) -> str:
@@ -39,9 +48,16 @@ def _improvement_cell(poi: Estimate) -> str:
     return f"{poi.point:.2f} {ci}"
 
 
+def _iqm(record: dict[str, Any], inputs: Inputs) -> str:
+    """A record's IQM with its CI, flagged when it lies below random."""
+    return iqm_cell(iqm_estimate(seed_scores(record))) + below_random_tag(record, inputs.records)
+
+
 def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> str:
     """Each agent against POAD per env: IQM over seeds with its 95 % CI, difference of IQMs and
-    P(agent > POAD) with their CIs, and the verdict those CIs allow; an agent not evaluated or
+    P(agent > POAD) with their CIs, the exact permutation p over seeds, and the verdict they
+    allow (:func:`.stats.verdict`: "better"/"worse" needs 10 seeds per agent, a CI excluding
+    zero and p < 0.05; fewer seeds give "exploratory: direction only"); an agent not evaluated or
     trained like POAD (:func:`.comparison.budget_difference`) gets its IQM and the reason, no
     verdict."""
     rows = []
@@ -57,8 +73,9 @@ def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> st
                     (
                         env_id,
                         agent_label(r),
-                        iqm_cell(iqm_estimate(seed_scores(r))),
-                        iqm_cell(iqm_estimate(seed_scores(ref))),
+                        _iqm(r, inputs),
+                        _iqm(ref, inputs),
+                        "--",
                         "--",
                         "--",
                         f"not compared: {apart}",
@@ -66,15 +83,17 @@ def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> st
                 )
                 continue
             diff, poi = compare(r, ref)
+            p = permutation_p(seed_scores(r), seed_scores(ref))
             rows.append(
                 (
                     env_id,
                     agent_label(r),
-                    f"{iqm_cell(iqm_estimate(seed_scores(r)))}",
-                    iqm_cell(iqm_estimate(seed_scores(ref))),
+                    _iqm(r, inputs),
+                    _iqm(ref, inputs),
                     _difference_cell(diff),
                     _improvement_cell(poi),
-                    verdict(diff, higher="agent higher", lower="POAD higher"),
+                    p_text(p),
+                    verdict(diff, p, higher="agent higher", lower="POAD higher"),
                 )
             )
     return md_table(
@@ -85,6 +104,7 @@ def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> st
             f"{REFERENCE_AGENT.upper()} IQM [95% CI]",
             "IQM difference [95% CI]",
             f"P(agent > {REFERENCE_AGENT.upper()}) [95% CI]",
+            "exact p",
             "verdict",
         ),
         rows,
@@ -107,7 +127,7 @@ CREDIT_PAIRS: tuple[tuple[str, str], ...] = (
 def credit_table(inputs: Inputs) -> str:
     """Credit assignment, pair by pair (:data:`CREDIT_PAIRS`): per env, where both agents have
     a record of the same base model and training env, the difference of IQMs A − B and
-    P(A > B) with their 95 % CIs and the verdict those CIs allow. Records that were not
+    P(A > B) with their 95 % CIs, the exact permutation p and the verdict they allow. Records that were not
     evaluated or trained alike (:func:`.comparison.budget_difference`) are named, not
     compared."""
     rows = []
@@ -128,19 +148,24 @@ def credit_table(inputs: Inputs) -> str:
                 pair = f"{a_name.upper()} − {b_name.upper()}" + (f" {where}" if where else "")
                 apart = budget_difference(a, b)
                 if apart is not None:
-                    rows.append((env_id, pair, "--", "--", "--", "--", f"not compared: {apart}"))
+                    rows.append(
+                        (env_id, pair, "--", "--", "--", "--", "--", f"not compared: {apart}")
+                    )
                     continue
                 diff, poi = compare(a, b)
+                p = permutation_p(seed_scores(a), seed_scores(b))
                 rows.append(
                     (
                         env_id,
                         pair,
-                        iqm_cell(iqm_estimate(seed_scores(a))),
-                        iqm_cell(iqm_estimate(seed_scores(b))),
+                        _iqm(a, inputs),
+                        _iqm(b, inputs),
                         _difference_cell(diff),
                         _improvement_cell(poi),
+                        p_text(p),
                         verdict(
                             diff,
+                            p,
                             higher=f"{a_name.upper()} higher",
                             lower=f"{b_name.upper()} higher",
                         ),
@@ -156,6 +181,7 @@ def credit_table(inputs: Inputs) -> str:
             "B IQM [95% CI]",
             "IQM difference A − B [95% CI]",
             "P(A > B) [95% CI]",
+            "exact p",
             "verdict",
         ),
         rows,

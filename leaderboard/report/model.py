@@ -42,12 +42,14 @@ from agentbench_poad.leaderboard.report.blocks import (
     Table,
 )
 from agentbench_poad.leaderboard.report.common import (
+    BELOW_RANDOM,
     REFERENCE_AGENT,
     TOP_ANCHORS,
     Inputs,
     agent_label,
     anchor_records,
     anchors,
+    below_random_tag,
     discounted,
     env_kwargs_of,
     fmt,
@@ -116,7 +118,7 @@ def _env_section(env_id: str, inputs: Inputs) -> Section:
         label = agent_label(r)
         est = iqm_estimate(seed_scores(r))
         cells = [
-            label,
+            label + below_random_tag(r, inputs.records),
             pm(sc["mean"], sc["stderr"], n),
             f"{est.point:.3f} {interval(est.low, est.high, est.runs)}",
         ]
@@ -177,6 +179,8 @@ def _env_section(env_id: str, inputs: Inputs) -> Section:
         )
         + ", each played under the row's own env kwargs (a capped row by the capped anchors)"
         + _unanchored_note(env_id, unanchored, inputs)
+        + f"; '[{BELOW_RANDOM}: MEAN]': a trained row whose IQM CI lies at or below the "
+        "random row's mean (MEAN) on the same task and cap"
         + (
             "; the discounted return is the paper's Table 1 metric, the score the undiscounted "
             "return"

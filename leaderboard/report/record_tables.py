@@ -13,6 +13,7 @@ from agentbench_poad.leaderboard.records import mean_stderr
 from agentbench_poad.leaderboard.report.common import (
     Inputs,
     agent_label,
+    below_random_tag,
     budget_text,
     is_anchor,
     md_table,
@@ -64,14 +65,22 @@ def _success_cell(record: dict[str, Any]) -> str:
 
 
 def env_table(env_id: str, inputs: Inputs) -> str:
-    """Our records on ``env_id``: name, record, protocol, mean ± s.e. over seeds, success."""
+    """Our records on ``env_id``: name, record, protocol, mean ± s.e. over seeds, success. A
+    trained row below the random row of its task and cap is flagged "[below random: MEAN]"
+    (:func:`.common.below_random`)."""
     recs = _ordered(inputs.by_env.get(env_id, []))
     metric = recs[0]["scores"]["metric"] if recs else "return"
     score = "final AUC" if metric == "final_auc" else "mean return"
     return md_table(
         ("row", "record", "protocol", f"{score} (s.e. over seeds; per seed)", "success (per seed)"),
         [
-            (row_name(r), f"`{r['record_id']}`", _protocol(r), _mean_cell(r), _success_cell(r))
+            (
+                row_name(r) + below_random_tag(r, inputs.records),
+                f"`{r['record_id']}`",
+                _protocol(r),
+                _mean_cell(r),
+                _success_cell(r),
+            )
             for r in recs
         ],
     )
@@ -145,7 +154,8 @@ def _cell(discounted: float | None, success: float) -> str:
 
 def table1(inputs: Inputs) -> str:
     """The paper's Table 1 layout: discounted return (success rate) per task, our rows (and,
-    for trained agents, one row per seed) above the paper's."""
+    for trained agents, one row per seed) above the paper's; a trained row's cell below the
+    random row of its task is flagged "[below random: MEAN]" (:func:`.common.below_random`)."""
     layout = inputs.paper.layouts.get("table1")
     if layout is None:
         return "(paper_results.json has no table1 layout)"
@@ -172,7 +182,9 @@ def table1(inputs: Inputs) -> str:
                 continue
             disc = seed_discounted_returns(r)
             mean = None if disc is None else mean_stderr(disc)[0]
-            cells.append(_cell(mean, r["scores"]["success_rate"]))
+            cells.append(
+                _cell(mean, r["scores"]["success_rate"]) + below_random_tag(r, inputs.records)
+            )
         rows.append((f"{label} (ours)", *cells))
         any_record = next(iter(by_task.values()))
         if (any_record.get("training") or {}).get("env_id") and n_seeds(any_record) > 1:

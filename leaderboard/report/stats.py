@@ -11,6 +11,10 @@ Statistical Precipice", NeurIPS 2021), not from a bootstrap written here:
 * performance profiles, the fraction of runs whose score exceeds each threshold
   (:func:`performance_profile`).
 
+Beside the bootstrap, an exact two-sided permutation test over seeds (:func:`permutation_p`),
+and the verdict words (:func:`verdict`): "better"/"worse" only with at least ten seeds per
+agent, a CI that excludes zero and p < 0.05.
+
 A *run* is one training seed: its score is the record's per-seed score (the mean over that seed's
 episodes), so episodes are never resampled as if they were seeds. With fewer than two runs there
 is no interval: an :class:`Estimate` then has ``low``/``high`` of ``None`` and the report prints
@@ -26,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -226,16 +232,97 @@ def _profile_cached(
     )
 
 
-def verdict(difference: Estimate, higher: str = "higher", lower: str = "lower") -> str:
-    """The words the board uses for a difference: "better"/"worse" only where its 95 % CI
-    excludes zero, else "no significant difference" with the direction of the point estimate."""
-    if not difference.has_interval:
-        return f"no CI (n = {difference.runs})"
-    if difference.excludes(0.0):
+#: The fewest seeds per agent for a verdict: below it a comparison gives its direction only.
+MIN_VERDICT_SEEDS = 10
+#: The exact test's level: "better"/"worse" needs p below it as well as a CI excluding zero.
+ALPHA = 0.05
+#: Most splits :func:`permutation_p` enumerates (C(20, 10) = 184,756 fits: 10 seeds each);
+#: beyond it the exact Mann-Whitney test over ranks stands in.
+MAX_SPLITS = 200_000
+
+
+def permutation_p(x: Sequence[float], y: Sequence[float]) -> float:
+    """Exact two-sided permutation p of the difference of means of two samples of seeds.
+
+    Every way of splitting the pooled scores into groups of ``len(x)`` and ``len(y)`` is
+    equally likely when the agents do not differ; p is the share of splits whose
+    ``|mean(x') − mean(y')|`` is at least the observed one (ties within 1e-9 count). With
+    3 seeds against 3 there are C(6, 3) = 20 splits, so the smallest p is 2/20 = 0.1: no
+    verdict at the 5 % level is possible. Beyond :data:`MAX_SPLITS` splits the statistic is the
+    Mann-Whitney rank sum (mid-ranks for ties), its exact null distribution counted over all
+    subsets by dynamic programming: an exact test of the same null hypothesis.
+    """
+    return _permutation_cached(tuple(float(v) for v in x), tuple(float(v) for v in y))
+
+
+@functools.lru_cache(maxsize=4096)
+def _permutation_cached(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    if not a or not b:
+        raise ValueError("a permutation test needs at least one seed on each side")
+    pooled = np.asarray(a + b)
+    n, total = len(a), float(pooled.sum())
+    if math.comb(len(pooled), n) <= MAX_SPLITS:
+        splits = np.fromiter(
+            itertools.chain.from_iterable(itertools.combinations(range(len(pooled)), n)),
+            dtype=np.int64,
+        ).reshape(-1, n)
+        sums = pooled[splits].sum(axis=1)
+        diffs = np.abs(sums / n - (total - sums) / len(b))
+        observed = abs(sum(a) / n - (total - sum(a)) / len(b))
+        tolerance = 1e-9 * max(1.0, float(np.abs(pooled).max()))
+        return float(np.mean(diffs >= observed - tolerance))
+    return _rank_sum_p(pooled, n)
+
+
+def _rank_sum_p(pooled: np.ndarray, n: int) -> float:
+    """Exact two-sided p of the rank sum of the first ``n`` of ``pooled`` (mid-ranks, doubled
+    to integers), counting every n-subset's rank sum by dynamic programming."""
+    order = pooled.argsort(kind="stable")
+    ranks = np.empty(len(pooled))
+    ranks[order] = np.arange(1, len(pooled) + 1)
+    for value in np.unique(pooled):  # mid-ranks for ties
+        tied = pooled == value
+        ranks[tied] = ranks[tied].mean()
+    doubled = np.rint(2 * ranks).astype(np.int64)
+    top = int(doubled.sum())
+    counts = np.zeros((n + 1, top + 1))  # counts[k, s]: k-subsets with doubled rank sum s
+    counts[0, 0] = 1.0
+    for r in doubled:
+        counts[1:, r:] = counts[1:, r:] + counts[:-1, : top + 1 - r]
+    dist = counts[n] / counts[n].sum()
+    centre = n * (len(pooled) + 1)  # the doubled mean rank sum
+    observed = abs(int(doubled[:n].sum()) - centre)
+    sums = np.arange(top + 1)
+    return float(dist[np.abs(sums - centre) >= observed].sum())
+
+
+def verdict(
+    difference: Estimate,
+    p: float | None,
+    higher: str = "higher",
+    lower: str = "lower",
+) -> str:
+    """The words the board uses for a difference of two agents.
+
+    "better"/"worse" only where every test agrees: at least :data:`MIN_VERDICT_SEEDS` seeds per
+    agent (the estimate's ``runs``, the smaller sample), the bootstrap 95 %
+    CI excluding zero **and** the exact permutation ``p`` (:func:`permutation_p`) below
+    :data:`ALPHA`. With fewer seeds: "exploratory: direction only" and the direction; else
+    "no significant difference" and the direction (and, where the CI alone would have said
+    more, that the exact test does not)."""
+    direction = "equal" if difference.point == 0 else higher if difference.point > 0 else lower
+    if difference.runs < MIN_VERDICT_SEEDS:
+        return f"exploratory: direction only ({direction})"
+    if difference.excludes(0.0) and p is not None and p < ALPHA:
         return "better" if difference.point > 0 else "worse"
-    if difference.point == 0:
-        return "no significant difference (equal)"
-    return f"no significant difference ({higher if difference.point > 0 else lower})"
+    if difference.excludes(0.0):
+        return f"no significant difference ({direction}; the CI excludes 0, the exact test not)"
+    return f"no significant difference ({direction})"
+
+
+def p_text(p: float | None) -> str:
+    """An exact p as the tables print it."""
+    return "--" if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 def normalised(
