@@ -28,8 +28,19 @@ method section (§4; equation numbers as the authors' released code, verl-agent
 * **Combination** (Eq. 8): ``A = A^E + ω A^S`` with ``ω = step_advantage_weight = 1`` (the
   paper's setting for all its experiments).
 
-The loss is GRPO's (action-level PPO over the offered actions; see baselines/grpo.py for why not
-token-level): the combined advantage multiplies the ratio of the chosen action.
+**Open actions (DataSciCoding): the anchors apply, unchanged.** The key is the exact observation
+(the offered actions are None), so nothing about it is specific to a list of actions. Every episode
+of a group starts from the same prompt, so the first step's anchor group is the whole group: its
+``A^S`` repeats the episodes' comparison on their discounted returns from the start (with
+``"mean_std"`` close to ``A^E``), so the first attempt gets about twice its episode's credit and
+the later attempts ``A^E`` only. A later observation holds the previous code and its error text, so
+it anchors only with steps of the group that submitted the very same code (e.g. the same empty or
+truncated action, a common failure) and got the same error; most later steps are anchor groups of
+one and keep their episode advantage.
+
+The loss is GRPO's: token-level PPO over a generated action's tokens, action-level PPO over the
+offered categorical (baselines/grpo.py says why); the combined advantage multiplies the ratio of
+the chosen action, or of each of its tokens.
 """
 
 from __future__ import annotations

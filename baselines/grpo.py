@@ -13,15 +13,19 @@ with the same seed form a group (rl/group_rollout.py). Here:
   sample std (``advantage_normalization = "mean_std"``, GRPO); ``"mean"`` only subtracts the
   mean (GiGPO's ``F_norm = 1``). A group whose returns are all equal gives 0 to all its steps.
   Every step of the episode gets the episode's advantage (GRPO gives it to every token).
-* **Loss granularity: action level.** In our restricted-action environments an action is sampled
-  from the categorical over the offered actions (word-normalised LM likelihoods, as TWOSOME
-  does), so the PPO ratio here is that categorical's ratio for the chosen action: one clipped
-  term per decision. GRPO and GiGPO clip per token because their LM generates its action freely,
-  and then the product of the token probabilities *is* the sampling distribution; with restricted
-  actions it is not (the candidates are renormalised), and a token-level ratio would optimise a
-  distribution the agent never samples from. The episode (or step) advantage therefore multiplies
-  one ratio per action instead of being broadcast over the action's tokens. The KL guard is the
-  one every agent shares (the KL of the candidate categorical).
+* **Loss granularity follows the action.** *Generated (open) actions* (DataSciCoding): the LM
+  samples the action token by token, so the product of its token probabilities *is* the
+  sampling distribution, and the loss is token-level clipped PPO over the action's tokens, as
+  in the GRPO and GiGPO papers: every token of an action gets its step's (group-relative)
+  advantage, and the masked mean runs over the minibatch's real tokens (the grid and the
+  re-scoring are POAD's, rl/token_level.py). *Offered (restricted) actions*: an action is
+  sampled from the categorical over the offered actions (word-normalised LM likelihoods, as
+  TWOSOME does), which is not the product of its token probabilities (the candidates are
+  renormalised), and a token-level ratio would optimise a distribution the agent never samples
+  from; the ratio is that categorical's ratio for the chosen action, one clipped term per
+  decision. Which of the two applies is read from the samples (``available_actions`` None or
+  not; an update never mixes them). The KL guard is the one every agent shares: the KL of the
+  candidate categorical, or the k3 estimate over the generated tokens.
 * **No per-minibatch re-normalisation** (``normalize_advantages = False``, unlike the PPO
   agents): the advantages are already normalised within their groups, and re-centering a
   minibatch would give the steps of an all-equal group (advantage 0, no signal) a non-zero
@@ -30,8 +34,7 @@ with the same seed form a group (rl/group_rollout.py). Here:
   shared KL guard (``target_kl``) and the ratio clip bound each update instead.
 
 Everything else is PPOAgent's: the LM policy and its LoRA, the update loop, checkpoints, the
-evaluation runner and the record format. GRPO needs offered actions: open-action environments
-(DataSciCoding) are refused, like TWOSOME.
+evaluation runner and the record format.
 """
 
 from __future__ import annotations
@@ -48,13 +51,17 @@ from agentbench_poad.rl.advantages import GROUP_NORMALIZATIONS, group_relative_a
 from agentbench_poad.rl.config import MINI_SUFFIX, PPOConfig
 from agentbench_poad.rl.group_rollout import GroupBuffer, GroupStep, collect_groups
 from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, action_level_evaluation
+from agentbench_poad.rl.token_level import token_grid, token_level_evaluation
 
 __all__ = ["GRPO", "GRPOConfig", "GroupConfig"]
 
 #: The group agents' paper-scale presets: the PPO agents' shared Appendix J values where a field
-#: exists (TWOSOME's, the other action-level agent: one epoch, four minibatches), with groups of
-#: G = 4 episodes and ``rollout_length`` >= the family's episode limit (Overcooked's 30-step
-#: study tasks, VirtualHome's 50) so that a round of whole episodes fits in an update.
+#: exists (TWOSOME's, the other action-level agent: one epoch, four minibatches; DataSciCoding's
+#: are POAD's own table 16, one epoch and four minibatches as well, with its 128-token actions),
+#: with groups of G = 4 episodes and ``rollout_length`` >= the family's episode limit
+#: (Overcooked's 30-step study tasks, VirtualHome's 50, DataSciCoding's 5 attempts) so that a
+#: round of whole episodes fits in an update. DataSciCoding keeps POAD's 4 x 32 = 128 programs
+#: per update (at least 6 rounds of one group of 4 episodes of at most 5 attempts).
 _GROUP_PRESETS: dict[str, dict[str, Any]] = {
     "overcooked": {
         **_COMMON,
@@ -78,15 +85,30 @@ _GROUP_PRESETS: dict[str, dict[str, Any]] = {
         "num_envs": 4,
         "rollout_length": 50,
     },
+    "datascicoding": {
+        **_COMMON,
+        "lr": 1e-6,
+        "gamma": _GAMMA["datascicoding"],
+        "entropy_coef": 0.01,
+        "epochs": 1,
+        "num_minibatches": 4,
+        "max_new_tokens": 128,
+        "group_size": 4,
+        "num_envs": 4,
+        "rollout_length": 32,
+    },
 }
 
 #: On top of the shared CPU preset (rl/config.py MINI_PRESETS: lr, target_kl, epochs,
 #: minibatches, entropy, LoRA layers and evaluation as POAD's): only the rollout shape. Overcooked
 #: keeps POAD's 128 env steps per update (4 copies x 32 instead of 8 x 16: one group of 4 whole
-#: episodes of at most 30 steps fits); VirtualHome takes 4 x 50 = 200 (its episodes run to 50).
+#: episodes of at most 30 steps fits); VirtualHome takes 4 x 50 = 200 (its episodes run to 50);
+#: DataSciCoding 4 x 5 = 20 programs (POAD's CPU preset generates 16: one group of 4 episodes of
+#: at most 5 attempts is the smallest whole round).
 _GROUP_MINI: dict[str, dict[str, Any]] = {
     "overcooked": {"group_size": 4, "num_envs": 4, "rollout_length": 32},
     "virtualhome": {"group_size": 4, "num_envs": 4, "rollout_length": 50},
+    "datascicoding": {"group_size": 4, "num_envs": 4, "rollout_length": 5},
 }
 
 
@@ -110,10 +132,6 @@ class GroupConfig(PPOConfig):
     re-centering would give all-equal groups a non-zero advantage)."""
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = _GROUP_PRESETS
-    UNSUPPORTED: ClassVar[dict[str, str]] = {
-        "datascicoding": "GRPO and GiGPO score a list of offered actions and DataSciCoding is an "
-        "open-action environment; train POAD or NTPO there",
-    }
 
     def __post_init__(self) -> None:
         if not isinstance(self.group_size, int) or self.group_size < 2:
@@ -147,11 +165,11 @@ class GRPOConfig(GroupConfig):
 
 
 class GRPO(PPOAgent):
-    """Group-relative episode advantage, no critic, action-level PPO over the offered actions."""
+    """Group-relative episode advantage, no critic; PPO per offered action or per generated token."""
 
     name = "grpo"
     config_class = GRPOConfig
-    supports_open_actions = False
+    supports_open_actions = True
 
     def make_critic(self, generator: torch.Generator) -> None:
         """No critic: the group is the baseline."""
@@ -176,12 +194,10 @@ class GRPO(PPOAgent):
         available_actions: Sequence[Sequence[str] | None],
         generator: torch.Generator,
     ) -> list[GroupStep]:
-        """Sample from the categorical over the offered actions."""
-        if any(actions is None for actions in available_actions):
-            self.check_environment("this environment", open_actions=True)
+        """Sample from the categorical over the offered actions, or generate (open actions)."""
         samples = self.policy.act(list(prompts), list(available_actions), generator=generator)
         return [
-            GroupStep(prompt=p, available_actions=list(a), sample=s)
+            GroupStep(prompt=p, available_actions=None if a is None else list(a), sample=s)
             for p, a, s in zip(prompts, available_actions, samples)
         ]
 
@@ -203,8 +219,34 @@ class GRPO(PPOAgent):
     def compute_advantages(self, buffer: GroupBuffer) -> None:
         buffer.advantages = self.episode_advantages(buffer)
 
-    # -- loss granularity: one PPO term per action ----------------------------------------------
+    # -- loss granularity: per generated token, or per offered action --------------------------
     def make_batch(self, buffer: GroupBuffer) -> PPOBatch:
+        """Token level for generated actions, action level for offered ones (see the module)."""
+        if buffer.open_actions():
+            return self.token_level_batch(buffer)
+        return self.action_level_batch(buffer)
+
+    def token_level_batch(self, buffer: GroupBuffer) -> PPOBatch:
+        """One column per generated token; each token carries its step's advantage."""
+        old_log_probs, mask = token_grid(buffer.flat_samples("token_log_probs"))
+        step_advantages = torch.as_tensor(
+            np.asarray(buffer.advantages, dtype=np.float64), dtype=torch.float32
+        )
+        zeros = torch.zeros(mask.shape)
+        return PPOBatch(
+            old_log_probs=old_log_probs,
+            advantages=step_advantages[:, None] * mask,
+            returns=zeros,
+            old_values=zeros,
+            mask=mask,
+            extras={
+                "prompts": buffer.flat("prompt"),
+                "token_ids": buffer.flat_samples("token_ids"),
+            },
+        )
+
+    def action_level_batch(self, buffer: GroupBuffer) -> PPOBatch:
+        """One column per decision: the chosen action's log-prob in the offered categorical."""
         size = buffer.num_samples
 
         def column(x: Any) -> torch.Tensor:
@@ -227,6 +269,9 @@ class GRPO(PPOAgent):
         )
 
     def evaluate_policy(self, batch: PPOBatch) -> PolicyEvaluation:
-        """Log-prob of the chosen action and the entropy of the candidate categorical."""
+        """The generated tokens' log-probs and full-vocabulary entropies, or the chosen offered
+        action's log-prob and the candidate categorical's entropy."""
+        if "token_ids" in batch.extras:
+            return token_level_evaluation(self.policy, batch)
         # the categoricals ride along for the shared KL guard (PPOAgent.guard_kl)
         return action_level_evaluation(self.policy, batch)

@@ -36,7 +36,8 @@ from agentbench_poad.rl.advantages import token_level_gae
 from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
 from agentbench_poad.rl.config import PPOConfig
 from agentbench_poad.rl.critic import TokenCritic
-from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, pad_columns, pad_rows
+from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, pad_rows
+from agentbench_poad.rl.token_level import token_grid, token_level_evaluation
 
 __all__ = ["POAD", "POADConfig"]
 
@@ -174,14 +175,7 @@ class POAD(PPOAgent):
         width = values.shape[-1]
         size = buffer.num_samples
         token_ids = buffer.flat_samples("token_ids")
-        old = [
-            torch.tensor(lp, dtype=torch.float32) for lp in buffer.flat_samples("token_log_probs")
-        ]
-        lengths = torch.tensor([len(t) for t in token_ids])
-        mask = torch.arange(width)[None, :] < lengths[:, None]
-        old_log_probs = torch.zeros(size, width)
-        for i, row in enumerate(old):
-            old_log_probs[i, : len(row)] = row
+        old_log_probs, mask = token_grid(buffer.flat_samples("token_log_probs"), width)
 
         def flat(x: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(np.asarray(x).reshape(size, width), dtype=torch.float32)
@@ -206,18 +200,7 @@ class POAD(PPOAgent):
         With restricted actions the same pass scores every offered action, and the categoricals
         ride along for the shared KL guard (exact; one forward instead of two).
         """
-        offered = batch.extras.get("available_actions")
-        scored = self.policy.token_log_probs(
-            list(batch.extras["prompts"]),
-            list(batch.extras["token_ids"]),
-            available_actions=None if offered is None else list(offered),
-        )
-        width = batch.mask.shape[1]
-        return PolicyEvaluation(
-            pad_columns(scored.log_probs, width),
-            pad_columns(scored.entropy, width),
-            scored.candidate_log_probs,
-        )
+        return token_level_evaluation(self.policy, batch)
 
     def evaluate_values(self, batch: PPOBatch) -> torch.Tensor:
         """The critic on the cached frozen features: one value per action token."""

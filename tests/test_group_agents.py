@@ -238,17 +238,23 @@ def test_bad_environments_fail_before_the_first_update(env_class, match, tiny_mo
 
 
 @pytest.mark.parametrize("agent", GROUP_AGENTS)
-def test_open_action_envs_are_refused(agent, tiny_model, tmp_path):
-    with pytest.raises(ValueError, match="POAD or NTPO"):
-        train(
-            get_algorithm(agent),
-            "CaseStudy-OpenText-v0",
-            tiny_model,
-            total_steps=6,
-            out=tmp_path / "run",
-            overrides=small(),
-            progress=False,
-        )
+def test_restricted_actions_keep_the_action_level_loss(agent, tiny_model):
+    """Offered actions: one PPO term per decision, the chosen action's categorical log-prob (open
+    actions take the token-level loss instead: tests/test_group_open_actions.py)."""
+    algorithm_class = get_algorithm(agent)
+    config = algorithm_class.config_class(**small())
+    algorithm = algorithm_class(config, build_policy(config, tiny_model, seed=0), seed=0)
+    prompts, actions = ["s", "t"], [["close", "open"], ["open", "close"]]
+    samples = algorithm.policy.act(prompts, actions, generator=torch.Generator().manual_seed(0))
+    steps = [GroupStep(p, a, s) for p, a, s in zip(prompts, actions, samples)]
+    buffer = GroupBuffer([GroupEpisode(0, 1, steps[:1]), GroupEpisode(0, 1, steps[1:])])
+    buffer.advantages = np.array([0.5, -0.5])
+    batch = algorithm.make_batch(buffer)
+    assert batch.mask.shape == (2, 1) and batch.mask.all() and not buffer.open_actions()
+    assert batch.old_log_probs[:, 0].tolist() == pytest.approx([s.log_prob for s in samples])
+    assert batch.advantages[:, 0].tolist() == [0.5, -0.5] and "token_ids" not in batch.extras
+    evaluation = algorithm.evaluate_policy(batch)
+    assert evaluation.log_probs.shape == (2, 1) and evaluation.candidate_log_probs is not None
 
 
 # -- the CLI on every restricted-action id --------------------------------------------------------

@@ -21,6 +21,9 @@ steps, episodes carried across updates and bootstrapped by a critic). Instead, p
    fits in an update.
 3. **Reset seeds** come from the run's seed, the update and the group's index in it (their own
    stream, apart from the PPO agents' episode seeds), so a resumed run replays the same groups.
+4. **Open actions** (``available_actions`` None: DataSciCoding's code) are generated; the best
+   one so far (highest reward) is kept in the trainer's ``state.best_code``, as the PPO agents'
+   rollout keeps it (the run's ``best_code.json``).
 
 Bad input, found at the first group's reset, before any policy step: copies whose first
 observation (text and offered actions) differ although they were reset with one seed (the
@@ -58,7 +61,7 @@ class GroupStep:
     prompt: str
     """The observation the action was chosen on (the anchor-state key, with the actions)."""
     available_actions: list[str] | None
-    """The offered actions."""
+    """The offered actions; None for a generated (open) action."""
     sample: Any
     """The chosen :class:`~agentbench_poad.rl.policy.ActionSample`."""
     reward: float = 0.0
@@ -124,6 +127,19 @@ class GroupBuffer:
     def flat_samples(self, name: str) -> list[Any]:
         """One attribute of every step's action sample."""
         return [getattr(step.sample, name) for step in self.steps()]
+
+    def open_actions(self) -> bool:
+        """True when every step's action was generated (``available_actions`` None), False when
+        every step's was offered; a buffer that mixes the two is an error (the loss granularity
+        follows the action kind, and one update has one)."""
+        kinds = {step.available_actions is None for step in self.steps()}
+        if len(kinds) > 1:
+            raise ValueError(
+                "the buffer mixes generated (open) and offered actions: an environment either "
+                "offers a list of actions at every step or at none (available_actions is None), "
+                "and GRPO/GiGPO take their loss per token or per action accordingly"
+            )
+        return kinds == {True}
 
     def rewards(self) -> np.ndarray:
         """``(num_samples,)`` float64 rewards."""
@@ -245,6 +261,8 @@ def _play_round(
         ):
             state.env_steps += 1
             record.reward = float(reward)
+            if record.available_actions is None:
+                _keep_best_code(state, envs[i], record)
             episode = episodes[i]
             episode.steps.append(record)
             if terminated or truncated:
@@ -265,6 +283,21 @@ def _play_round(
                 episodes[i].cut = True
             break
     return episodes
+
+
+def _keep_best_code(state: Any, env: Any, record: GroupStep) -> None:
+    """The trainer's best generated action so far (``best_code.json``), as its own rollout keeps
+    it: the highest reward, the first one reached on ties."""
+    best = getattr(state, "best_code", None)
+    if best is not None and not record.reward > best["reward"]:
+        return
+    spec = getattr(env, "spec", None)
+    state.best_code = {
+        "reward": record.reward,
+        "code": record.sample.text,
+        "env_steps": state.env_steps,
+        "env_id": getattr(spec, "id", None),
+    }
 
 
 def collect_groups(
