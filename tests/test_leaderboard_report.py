@@ -400,6 +400,65 @@ def test_numbers_quoted_in_the_results_prose_are_the_records():
     )
 
 
+#: Words that claim a verdict: "better"/"worse", "holds", "significant(ly)" (not after "no"),
+#: "beat(s)", "outperform(s)". Inside a `code span` a word is mentioned, not claimed.
+CLAIM = re.compile(
+    r"\b(better|worse|holds|beats?|outperforms?|significantly)\b|(?<!no )\bsignificant\b", re.I
+)
+CODE_SPAN = re.compile(r"`[^`]*`")
+
+
+def _prose_verdict_claims(prose: str, signed: set[str]) -> list[str]:
+    """The verdict words of ``prose`` that no generated verdict signs.
+
+    A claim word is signed when the quoted IQM difference nearest to it in its paragraph (or
+    table cell) is one whose generated verdict is "better" or "worse" (``signed``: such
+    differences as quoted, either direction); a word with no quoted difference beside it claims
+    a verdict on its own."""
+    unsigned = []
+    for block in re.split(r"\n\s*\n| \| ", CODE_SPAN.sub("``", prose)):
+        block = re.sub(r"\s+", " ", block)  # a phrase may wrap across lines
+        quotes = [(m.start(), m.group(0)) for m in QUOTED_INTERVAL.finditer(block)]
+        for word in CLAIM.finditer(block):
+            nearest = min(quotes, key=lambda q: abs(q[0] - word.start()), default=None)
+            if nearest is None or nearest[1] not in signed:
+                unsigned.append(block[max(0, word.start() - 60) : word.end() + 20])
+    return unsigned
+
+
+def _signed_differences(generated: str) -> set[str]:
+    signed = set()
+    for line in generated.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if cells[-1] in ("better", "worse"):
+            for d, lo, hi in QUOTED_INTERVAL.findall(line):
+                signed |= {f"{d} [{lo}, {hi}]", f"{_flip(d)} [{_flip(hi)}, {_flip(lo)}]"}
+    return signed
+
+
+def test_results_prose_claims_no_verdict_the_tables_do_not_give():
+    """Hand-written prose in docs/results.md and README.md may not claim more than the generated
+    verdicts: "better", "worse", "holds", "significant(ly)", "beats" and "outperforms" only
+    beside a quoted IQM difference whose table verdict is "better" or "worse" (10 seeds per
+    agent, a CI excluding zero and an exact p below 0.05; :func:`.stats.verdict`)."""
+    text = RESULTS_MD.read_text(encoding="utf-8").replace("−", "-")
+    generated = "\n".join(m.group("body") for m in MARKER.finditer(text))
+    signed = _signed_differences(generated)
+    prose = MARKER.sub("", text)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").replace("−", "-")
+    claims = _prose_verdict_claims(prose, signed) + _prose_verdict_claims(readme, signed)
+    assert claims == [], f"prose claims verdicts no generated table gives: {claims}"
+    # the rule can fail: a claim beside an unsigned difference, or alone
+    assert _prose_verdict_claims("A − B holds: +0.660 [+0.161, +1.053].", set())
+    assert _prose_verdict_claims("GRPO transfers significantly better than POAD.", signed)
+    assert not _prose_verdict_claims(
+        "A − B +0.660 [+0.161, +1.053], `better`; no significant difference.", set()
+    )
+    assert not _prose_verdict_claims(
+        "A − B holds: +0.660 [+0.161, +1.053].", {"+0.660 [+0.161, +1.053]"}
+    )
+
+
 def test_results_tables_command_writes_checks_and_refuses(tmp_path, records, capsys):
     store = tmp_path / "store"
     for r in records:

@@ -187,7 +187,7 @@ def test_poad_on_hamburger_is_flagged_below_random_in_tables_and_report(tmp_path
     table1 = next(
         line
         for line in generated["table1"]().splitlines()
-        if line.startswith("| poad (smollm2-135m), trained on Food Prep. (ours)")
+        if line.startswith("| poad (smollm2-135m), trained on Food Prep. [exploratory] (ours)")
     )
     assert table1.split(" | ")[3] == f"0.0000 (0.000) {flag}"  # the Hamburger cell
     assert table1.count("below random") == 1  # the other tasks are above it

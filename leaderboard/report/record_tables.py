@@ -16,6 +16,7 @@ from agentbench_poad.leaderboard.report.common import (
     below_random_tag,
     budget_text,
     is_anchor,
+    is_exploratory,
     md_table,
     n_seeds,
     pm,
@@ -169,6 +170,7 @@ def table1(inputs: Inputs) -> str:
             source = (r.get("training") or {}).get("env_id")
             label = f"{name}" + (f" ({base})" if base else "")
             label += ", trained on Food Prep." if source == trained_on and source else ""
+            label += " [exploratory]" if is_exploratory(r) else ""  # as in every other table
             groups.setdefault(label, {})[env_id] = r
     rows: list[tuple[str, ...]] = []
     order = sorted(groups, key=lambda k: (is_anchor(next(iter(groups[k].values()))), k))
