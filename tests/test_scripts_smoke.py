@@ -64,6 +64,8 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
         ],
         "attempts ran",
     ),
+    "studies/dsc_runnable_probe.py": (["--smoke"], "of 2 ran (95 % Wilson"),
+    "studies/dsc_dataset_spread.py": (["--smoke", "--markdown"], "| dataset |"),
     "studies/language_probe.py": ([TINY_RUN, "--window", "256"], "ppl"),
     "studies/update_stats.py": ([TINY_RUN], "run | updates zero/reward"),
 }
