@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from agentbench_poad.stops import find_stop
+
 #: Restricted-action score normalisations (docs/reference.md#action-scoring). Each maps the summed token
 #: log-likelihood, the action's token count and the action text to a score.
 NORMALIZATIONS: dict[str, Callable[[torch.Tensor, int, str], torch.Tensor]] = {
@@ -78,18 +80,7 @@ class GenerationSettings:
         A pattern match that reaches the end of ``text`` only counts when ``final`` is true:
         ``return\\b`` matches ``"...\\nreturn"`` but the next token could make it ``returned``.
         """
-        cut: int | None = None
-        for stop in self.stop_strings:
-            at = text.find(stop)
-            if at >= 0 and (cut is None or at < cut):
-                cut = at
-        for pattern in self.stop_patterns:
-            for match in re.finditer(pattern, text):
-                if match.end() < len(text) or final:
-                    if cut is None or match.start() < cut:
-                        cut = match.start()
-                    break
-        return cut
+        return find_stop(text, self.stop_strings, self.stop_patterns, final=final)
 
 
 @dataclass

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentbench_poad.errors import AgentBenchError
+from agentbench_poad.stops import find_stop
 
 INDENT = "    "
 PROMPT_FORMATS = ("plain", "codellama-infill")
@@ -233,18 +234,7 @@ class ActionStop:
 
     def find(self, text: str, final: bool = True) -> int | None:
         """Index in ``text`` where the action ends (start of the first match), or None."""
-        cut: int | None = None
-        for stop in self.stop_strings:
-            at = text.find(stop)
-            if at >= 0 and (cut is None or at < cut):
-                cut = at
-        for pattern in self.stop_patterns:
-            for match in re.finditer(pattern, text):
-                if match.end() < len(text) or final:
-                    if cut is None or match.start() < cut:
-                        cut = match.start()
-                    break
-        return cut
+        return find_stop(text, self.stop_strings, self.stop_patterns, final=final)
 
     def as_info(self) -> dict[str, Any]:
         """The JSON form of ``info["action_stop"]``: name, stop_strings, stop_patterns."""
