@@ -182,7 +182,9 @@ def _version(model: str, normalization: str, chat_template: bool = False) -> str
         text += ", chat template"
     entry = NAMED_MODELS.get(model)
     if entry is not None:
-        text += f", {entry.requirement} (sha256 {entry.sha256[:12]})"
+        # a model joined from chunk wheels is named by its GGUF's digest, not the assembler's
+        digest = entry.gguf_sha256 if entry.chunks and entry.gguf_sha256 else entry.sha256
+        text += f", {entry.source_text} (sha256 {digest[:12]})"
     return text
 
 

