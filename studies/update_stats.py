@@ -78,6 +78,7 @@ def summarise(lines: list[dict]) -> dict:
     )
     losses = [row["policy_loss"] for row in lines if row.get("policy_loss") is not None]
     summary["max_policy_loss"] = max(losses) if losses else None
+    summary["max_abs_policy_loss"] = max(abs(x) for x in losses) if losses else None
     summary["entropy_first"] = entropies[0] if entropies else None
     summary["entropy_last"] = entropies[-1] if entropies else None
     summary["large_updates"] = sum(1 for row in lines if is_large_update(row))
@@ -140,7 +141,7 @@ def ablation_table(root: Path) -> list[dict]:
                 "updates": summary["updates"],
                 "reward_free_updates": sum(1 for r in read_metrics(run) if _reward_free(r)),
                 "large_updates": summary["large_updates"],
-                "max_policy_loss": summary["max_policy_loss"],
+                "max_abs_policy_loss": summary["max_abs_policy_loss"],
                 "reward_free_entropy_drift": summary["reward_free_entropy_drift"],
                 "entropy_first": summary["entropy_first"],
                 "entropy_last": summary["entropy_last"],
@@ -152,6 +153,41 @@ def ablation_table(root: Path) -> list[dict]:
 
 def _fmt(value: float | None) -> str:
     return "   n/a" if value is None else f"{value:6.3f}"
+
+
+#: The ablation's decision rule (studies/stable-updates-ablation/README.md, written before any
+#: run): fewest large updates over agents and tasks, then the smallest summed absolute entropy
+#: drift over reward-free updates; a rule whose Tomato Salad training return falls below the
+#: "before" rule's by more than this for any agent is not chosen.
+RETURN_MARGIN = 0.2
+
+
+def ablation_decision(rows: list[dict], task: str = "Overcooked-TomatoSalad-v0") -> dict:
+    """Per rule: large updates, summed |drift|, whether it keeps Tomato Salad's return; and the
+    chosen rule (None when no rule other than "before" qualifies)."""
+    rules: dict[str, dict] = {}
+    for r in rows:
+        entry = rules.setdefault(r["rule"], {"large_updates": 0, "abs_drift": 0.0, "returns": {}})
+        entry["large_updates"] += r["large_updates"]
+        entry["abs_drift"] += abs(r["reward_free_entropy_drift"])
+        if r["env"] == task:
+            entry["returns"][r["agent"]] = r["return_last4"]
+    before = rules.get("before", {}).get("returns", {})
+    for entry in rules.values():
+        entry["keeps_return"] = all(
+            agent in entry["returns"]
+            and entry["returns"][agent] is not None
+            and value is not None
+            and entry["returns"][agent] >= value - RETURN_MARGIN
+            for agent, value in before.items()
+        )
+    candidates = [name for name, e in rules.items() if name != "before" and e["keeps_return"]]
+    chosen = min(
+        candidates,
+        key=lambda n: (rules[n]["large_updates"], rules[n]["abs_drift"]),
+        default=None,
+    )
+    return {"rules": rules, "chosen": chosen}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,14 +203,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.ablation is not None:
         rows = ablation_table(args.ablation)
-        print("rule | env | agent | updates (reward-free) | large | max loss | drift | return")
+        print("rule | env | agent | updates (reward-free) | large | max |loss| | drift | return")
         for r in rows:
             print(
                 f"{r['rule']} | {r['env']} | {r['agent']} | {r['updates']} "
                 f"({r['reward_free_updates']}) | {r['large_updates']} | "
-                f"{_fmt(r['max_policy_loss'])} | {r['reward_free_entropy_drift']:+.3f} | "
+                f"{_fmt(r['max_abs_policy_loss'])} | {r['reward_free_entropy_drift']:+.3f} | "
                 f"{_fmt(r['return_last4'])}"
             )
+        decision = ablation_decision(rows)
+        for name, e in sorted(decision["rules"].items()):
+            print(
+                f"rule {name}: {e['large_updates']} large updates, summed |drift| "
+                f"{e['abs_drift']:.3f}, Tomato Salad return kept: {e['keeps_return']}"
+            )
+        print(f"chosen by the decision rule: {decision['chosen']}")
         if args.out:
             from agentbench_poad.rl.run_dir import write_json
 
@@ -184,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                     "large_policy_loss": LARGE_POLICY_LOSS,
                     "large_grad_norm": LARGE_GRAD_NORM,
                     "runs": rows,
+                    "decision": decision,
                 },
             )
         return 0

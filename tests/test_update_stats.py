@@ -143,3 +143,47 @@ def test_large_updates_and_reward_free_drift_match_a_plain_loop(lines):
             drift += after["entropy"] - row["entropy"]
     assert sum(module.is_large_update(r) for r in lines) == large
     assert module.reward_free_entropy_drift(lines) == pytest.approx(drift)
+
+
+def _row(rule, env, agent, large=0, drift=0.0, ret=0.5):
+    return {
+        "rule": rule,
+        "env": env,
+        "agent": agent,
+        "large_updates": large,
+        "reward_free_entropy_drift": drift,
+        "return_last4": ret,
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["batch", "skip", "raw"]),
+            st.integers(0, 3),
+            st.floats(-1, 1),
+            st.floats(-0.5, 1.5),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.floats(-0.5, 1.5),
+)
+def test_the_ablation_decision_follows_its_written_rule(rules, before_return):
+    module = _module()
+    ts, fp = "Overcooked-TomatoSalad-v0", "VirtualHome-FoodPreparation-v0"
+    rows = [_row("before", ts, "poad", ret=before_return), _row("before", fp, "poad", 5, 0.7)]
+    seen = {}
+    for name, large, drift, ret in rules:
+        if name in seen:
+            continue
+        seen[name] = (large, drift, ret)
+        rows += [_row(name, ts, "poad", ret=ret), _row(name, fp, "poad", large, drift)]
+    decision = module.ablation_decision(rows)
+    eligible = {n: v for n, v in seen.items() if v[2] >= before_return - module.RETURN_MARGIN}
+    if not eligible:
+        assert decision["chosen"] is None
+    else:
+        best = min(eligible, key=lambda n: (eligible[n][0], abs(eligible[n][1])))
+        assert decision["chosen"] == best
