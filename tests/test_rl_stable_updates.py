@@ -391,3 +391,72 @@ def test_a_nan_loss_stops_the_run_naming_the_update(tiny_model, tmp_path):
 def test_bad_safeguard_settings_are_refused(field, value):
     with pytest.raises(ValueError, match=field):
         get_algorithm("poad").config_class(**{field: value})
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    advantages=st.lists(st.floats(-3, 3, allow_nan=False), min_size=5, max_size=5),
+    over=st.sampled_from(["batch", "minibatch"]),
+    floor=st.sampled_from([0.0, 0.5]),
+)
+def test_advantages_are_normalised_where_the_config_says(advantages, over, floor):
+    """Ratio 1 everywhere: each minibatch's loss is −mean of its normalised advantages. The
+    logged loss (mean over the 3+2 minibatches) against the same computed by a plain loop."""
+    from agentbench_poad.rl.ppo import PPOBatch, PPOSettings, ppo_update
+
+    size = len(advantages)
+    adv = torch.tensor(advantages, dtype=torch.float64)[:, None]
+    batch = PPOBatch(
+        old_log_probs=torch.zeros(size, 1, dtype=torch.float64),
+        advantages=adv,
+        returns=torch.zeros(size, 1),
+        old_values=torch.zeros(size, 1),
+        mask=torch.ones(size, 1, dtype=torch.bool),
+        extras={"i": list(range(size))},
+    )
+    weight = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+
+    def evaluate(chunk):
+        log_probs = chunk.old_log_probs + 0.0 * weight
+        return PolicyEvaluation(log_probs, torch.zeros_like(log_probs))
+
+    settings_ = PPOSettings(
+        epochs=1,
+        num_minibatches=2,
+        entropy_coef=0.0,
+        target_kl=None,
+        normalize_over=over,
+        advantage_std_floor=floor,
+        skip_signal_free=False,
+        dual_clip=None,
+    )
+    generator = torch.Generator().manual_seed(0)
+    order = torch.randperm(size, generator=torch.Generator().manual_seed(0))
+    metrics = ppo_update(
+        batch,
+        evaluate_policy=evaluate,
+        evaluate_values=lambda b: None,
+        policy_parameters=[weight],
+        critic_parameters=[],
+        policy_optimizer=torch.optim.SGD([weight], lr=0.0),
+        critic_optimizer=None,
+        settings=settings_,
+        generator=generator,
+    )
+
+    def plain_normalise(values):
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        return [(v - mean) / (max(std, floor) + 1e-8) for v in values]
+
+    losses = []
+    whole = plain_normalise(advantages)
+    for index in order.tensor_split(2):
+        ids = index.tolist()
+        part = (
+            plain_normalise([advantages[i] for i in ids])
+            if over == "minibatch"
+            else [whole[i] for i in ids]
+        )
+        losses.append(-sum(part) / len(part))
+    assert metrics["policy_loss"] == pytest.approx(sum(losses) / 2, abs=1e-6)

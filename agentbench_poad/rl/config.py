@@ -156,18 +156,19 @@ class PPOConfig:
     first fair study); docs/agents.md, "One KL guard"."""
     normalize_advantages: bool = True
     """Normalise advantages over real tokens (population std, over ``normalize_over``)."""
-    normalize_over: str = "batch"
-    """Where advantages are normalised: "batch" (once over the whole rollout batch, the default
-    since the stable-updates ablation, docs/agents.md "Stable updates") or "minibatch" (per
-    minibatch, the reference's and this package's rule before it)."""
-    advantage_std_floor: float = 0.1
+    normalize_over: str = "minibatch"
+    """Where advantages are normalised: "minibatch" (per minibatch, the reference's rule) or
+    "batch" (once over the whole rollout batch)."""
+    advantage_std_floor: float = 0.0
     """The standard deviation advantages are divided by is at least this (reward units), so a
     batch whose advantages are a critic's small noise is not scaled up to unit variance
     (0: no floor, the reference's rule)."""
     skip_signal_free: bool = True
     """Take no policy step in an update whose rollout rewards are all equal (no reward signal):
     the critic still learns, the policy does not move on its noise. Applies to every agent
-    (a group agent's advantages are then exactly 0; skipping also drops the entropy bonus)."""
+    (a group agent's advantages are then exactly 0; skipping also drops the entropy bonus).
+    The default since the stable-updates ablation chose it over normalising over the batch with
+    a floor and over no normalisation (docs/agents.md, "Stable updates")."""
     dual_clip: float | None = 3.0
     """Dual-clip PPO constant c > 1: a negative advantage's loss is at most ``c·|A|`` (the
     common large-scale RL frameworks' default 3). None: plain PPO (unbounded), the paper's

@@ -103,8 +103,8 @@ class PPOSettings:
     target_kl: float | None = 0.02
     normalize_advantages: bool = True
     max_chunk_tokens: int | None = None
-    normalize_over: str = "batch"
-    advantage_std_floor: float = 0.1
+    normalize_over: str = "minibatch"
+    advantage_std_floor: float = 0.0
     skip_signal_free: bool = True
     dual_clip: float | None = 3.0
     max_log_ratio: float = 20.0
