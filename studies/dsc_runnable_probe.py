@@ -199,7 +199,9 @@ def run_cell(
                             "runs": runs,
                             "reward": float(reward),
                             "error": cell["attempts"][-1]["error"],
-                            "message": None if runs else str(step_info.get("error", ""))[:300],
+                            "message": None
+                            if runs
+                            else str(step_info.get("failure_message") or "")[:300],
                             "program": sample.text,
                         }
                     )
