@@ -17,6 +17,10 @@ def find_stop(
 
     A pattern match that reaches the end of ``text`` only counts when ``final`` is true:
     ``return\\b`` matches ``"...\\nreturn"`` but the next token could make it ``returned``.
+
+    A pattern with a group named ``cut`` stops at the start of that group, not of the match: the
+    rest of the match is context the rule needs to see (``\\A``-anchored patterns look at the
+    action's first lines, since Python's ``re`` has no variable-width look-behind).
     """
     cut: int | None = None
     for stop in stop_strings:
@@ -26,7 +30,8 @@ def find_stop(
     for pattern in stop_patterns:
         for match in re.finditer(pattern, text):
             if match.end() < len(text) or final:
-                if cut is None or match.start() < cut:
-                    cut = match.start()
+                at = match.start("cut") if "cut" in match.re.groupindex else match.start()
+                if cut is None or at < cut:
+                    cut = at
                 break
     return cut

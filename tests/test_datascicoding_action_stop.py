@@ -45,7 +45,8 @@ def test_end_of_body_rule_cuts_the_tokens_of_a_continuation(policy):
     assert policy._finish_open(tokens, final=False) == (tokens, text, False)  # no rule: no cut
     settings = policy.settings_for(END_OF_BODY.as_info())
     kept, kept_text, stopped = policy._finish_open(tokens, final=False, settings=settings)
-    assert stopped and kept_text == "    model = f()\n    model.fit(x, y)\n\n"
+    # comment lines never end the body; the new ``def`` at column 0 does
+    assert stopped and kept_text == "    model = f()\n    model.fit(x, y)\n\n\n# next task"
     assert policy.tokenizer.decode(kept) == kept_text
 
 
@@ -84,9 +85,24 @@ def test_bad_rules_and_lengths_are_refused(policy):
 _LINES = st.lists(
     st.tuples(
         st.sampled_from(["", "  ", "    ", "\t", "        "]),
-        st.sampled_from(["model = f()", "return model", "return", "returned = 1", "# c", "", "x"]),
+        st.sampled_from(
+            [
+                "model = f()",
+                "return model",
+                "return",
+                "returned = 1",
+                "# c",
+                "",
+                "x",
+                "def g():",
+                "class A:",
+                "@d",
+                "if __name__ == 1:",
+                "define = 1",
+            ]
+        ),
     ),
-    max_size=6,
+    max_size=8,
 )
 
 

@@ -6,9 +6,12 @@ Code runs in the real sandbox (process backend), as in tests/test_datascicoding_
 from __future__ import annotations
 
 import ast
+import re
 
 import gymnasium as gym
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentbench_poad import check_text_env
 from agentbench_poad.core import text_space
@@ -24,10 +27,13 @@ from agentbench_poad.environments.datascicoding.prompts import (
     WorkedExample,
     choose_worked_example,
     cut_at_stop,
+    parse_continuation,
 )
 from agentbench_poad.sandbox import Limits
 
 LIMITS = Limits(wall_time_s=60.0, memory_mb=1024)
+#: For the runs that only check that a program runs: room for a loaded machine.
+SLOW_CPU = Limits(wall_time_s=300.0, memory_mb=1024)
 #: A continuation as a base model writes it after the worked-example prompt: the body, the
 #: template's return, then more module (a new task and def) that must not reach the grader.
 CONTINUATION = (
@@ -146,8 +152,9 @@ def test_worked_example_prompt_is_a_module_to_continue():
     assert "model = make_pipeline(StandardScaler()" in observation
     head, task = observation.split("# The task:")
     assert "Breast" not in head
-    assert observation.endswith('and y_train."""\n')
-    module = ast.parse(observation + "    pass\n")
+    # it ends inside the body, indented: the action's first line is the body's first line
+    assert observation.endswith('and y_train."""\n    ')
+    module = ast.parse(observation + "pass\n")
     assert [n.name for n in module.body if isinstance(n, ast.FunctionDef)] == ["build_model"] * 2
     assert info["prompt_style"] == "worked_example"
     assert info["action_stop"] == END_OF_BODY.as_info()
@@ -163,8 +170,8 @@ def test_reflection_keeps_the_style_and_feeds_the_error_back():
     assert info["failure_category"] == "exception"
     assert "ModuleNotFoundError" in info["failure_message"]
     assert "# ModuleNotFoundError" in observation and "#     import sklearn_extra" in observation
-    assert observation.endswith('and y_train."""\n')
-    ast.parse(observation + "    pass\n")  # the error and old code are comments
+    assert observation.endswith('and y_train."""\n    ')
+    ast.parse(observation + "pass\n")  # the error and old code are comments
     assert info["prompt_style"] == "worked_example" and info["action_stop"]["name"]
 
 
@@ -182,6 +189,114 @@ def test_end_of_body_rule_cuts_before_return_and_before_a_column_zero_line():
     assert END_OF_BODY.find("    model = f()\n    return", final=False) is None
     assert END_OF_BODY.find("    model = f()\n    return", final=True) == len("    model = f()\n")
     assert END_OF_BODY.find("    x = 1\n    returned = 2\n") is None
+
+
+#: What SmolLM2-135M wrote after the worked-example prompt (studies/fair-cpu-v2-datascicoding.md):
+#: the module's pattern goes on with column-0 comments, then the body. The old rule cut at the
+#: second line (a column-0 line), leaving an empty body (`no_model`).
+TASK_COMMENT = (
+    '# The task: the same function for the "Iris" dataset, 150 rows of 4 numeric features,\n'
+    "# labels 0..2 (3 classes).\n"
+)
+
+
+@pytest.mark.parametrize("indent", ["    ", ""], ids=["indented-body", "column-0-body"])
+def test_a_column_zero_comment_before_the_body_is_kept_and_runs(indent):
+    body = (
+        f"{indent}from sklearn.naive_bayes import GaussianNB\n"
+        f"{indent}model = GaussianNB()\n"
+        f"{indent}model.fit(x_train, y_train)\n"
+    )
+    action = TASK_COMMENT + body + f"{indent}return model\n\n\n# The task: another\n"
+    assert cut_at_stop(action, END_OF_BODY) == TASK_COMMENT + body
+    env = make("iris", limits=SLOW_CPU)
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(action)
+    assert terminated and reward > 0.9, info["failure_message"]
+
+
+def test_blank_and_comment_lines_do_not_end_the_body():
+    indented = (
+        "from sklearn.naive_bayes import GaussianNB\n"
+        "\n"
+        "  \t\n"
+        "# a comment at column 0 inside the body\n"
+        "    model = GaussianNB()\n"
+        "\n"
+        "        # an indented comment\n"
+        "    model.fit(x_train, y_train)\n"
+    )
+    assert cut_at_stop(indented + "print('after')\n", END_OF_BODY) == indented[:-1]
+    unindented = indented.replace("    model", "model")
+    after = "\n\ndef build_model(x_train, y_train):\n    raise RuntimeError('second def')\n"
+    assert cut_at_stop(unindented + after, END_OF_BODY) == unindented + "\n"
+    env = make("iris", limits=SLOW_CPU)  # the indented form runs in the test above
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(unindented + after)
+    assert terminated and reward > 0.9, info["failure_message"]
+
+
+def test_parse_continuation_dedents_by_the_code_lines():
+    kept = "# first\n        x = 1\n# at column 0\n        model = x\n"
+    assert parse_continuation(kept).body == "# first\nx = 1\n# at column 0\nmodel = x"
+    # a first line that opens a block keeps its block (parse_action's reading)
+    block = "for i in range(2):\n        x = i\n    model = x"
+    assert parse_continuation(block).body == "for i in range(2):\n    x = i\nmodel = x"
+
+
+_TOP_LEVEL = re.compile(r"(?:async[ \t]+)?def\b|class\b|@|if[ \t]+__name__\b")
+
+
+def _reference_cut(text: str) -> int | None:
+    """END_OF_BODY as a plain loop over lines (final text), as docs/envs/datascicoding.md says."""
+    indented: bool | None = None
+    start = 0
+    for k, line in enumerate(text.split("\n")):
+        stripped = line.lstrip(" \t")
+        code = bool(stripped) and not stripped.startswith("#")
+        if k >= 1 and code:
+            column_0 = stripped == line
+            if indented is None:
+                indented = not column_0
+            if column_0 and (indented or _TOP_LEVEL.match(line)):
+                return start - 1  # the newline that ends the body goes too
+        if re.match(r"return\b", stripped):
+            return start
+        start += len(line) + 1
+    return None
+
+
+_RULE_LINES = st.lists(
+    st.tuples(
+        st.sampled_from(["", "    ", "\t", "  "]),
+        st.sampled_from(
+            [
+                "model = f()",
+                "return model",
+                "returned = 1",
+                "# c",
+                "",
+                "  ",
+                "x",
+                "def g():",
+                "class A:",
+                "@d",
+                "async def h():",
+                "if __name__ == 1:",
+                "define = 1",
+                "#",
+            ]
+        ),
+    ),
+    max_size=7,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=_RULE_LINES)
+def test_end_of_body_rule_matches_a_plain_loop(lines):
+    text = "\n".join(indent + code for indent, code in lines)
+    assert END_OF_BODY.find(text, final=True) == _reference_cut(text)
 
 
 def test_a_continuation_is_graded_without_what_follows_the_body():

@@ -24,6 +24,7 @@ from agentbench_poad.environments.datascicoding.prompts import (
     cut_at_stop,
     initial_prompt,
     parse_action,
+    parse_continuation,
     reflection_prompt,
     submitted_code,
     success_text,
@@ -245,10 +246,11 @@ class DataSciCodingEnv(TextEnv):
         function body (a whole ``def build_model`` keeps its body, and nothing after it)."""
         if self.prompt_style == "paper":
             return parse_action(action)
+        action = action.replace("\r\n", "\n")  # a CR would make a blank line a code line
         if _whole_def(action):
             submission = parse_action(action)
             return Submission(submission.prelude, submission.body, "")
-        return parse_action(cut_at_stop(action, self.action_stop))
+        return parse_continuation(cut_at_stop(action, self.action_stop))
 
     def _prompt(self, previous: str | None = None, category: str = "", message: str = "") -> str:
         """The observation of this style: first prompt, or the reflection after a failure."""

@@ -29,11 +29,12 @@ Prompt styles (:data:`PROMPT_STYLES`; what the prompt gives the model, docs/envs
 * ``"paper"`` (default): the reference's task statement and an empty template (above).
 * ``"worked_example"``: a Python module to continue. It opens with one complete, working
   ``build_model`` for *another* dataset (a :class:`WorkedExample`, never the task's own), then
-  states the task in comments and ends after the task's ``build_model`` signature and docstring,
-  so the action is the continuation: the indented body. The action ends at the end of the
-  function body (:data:`END_OF_BODY`, declared to agents as ``info["action_stop"]`` and applied
-  by the env itself, :func:`cut_at_stop`): before a ``return`` line or before the first line, after
-  the first, that starts at column 0.
+  states the task in comments and ends inside the task's ``build_model``, after its docstring,
+  with the body's indentation (the prompt's last line is ``"    "``, as the paper's infilling
+  prompt ends), so the action is the continuation: the body, its first line already indented by
+  the prompt. The action ends at the end of the function body (:data:`END_OF_BODY`, declared
+  to agents as ``info["action_stop"]`` and applied by the env itself, :func:`cut_at_stop`), and
+  :func:`parse_continuation` turns what is kept into the body.
 """
 
 from __future__ import annotations
@@ -251,12 +252,31 @@ class ActionStop:
 BEFORE_RETURN = ActionStop(
     name="before_return", stop_strings=("\nreturn",), stop_patterns=(r"(?m)^[ \t]*return\b",)
 )
-#: The worked-example style's rule: the end of the function body, i.e. before a ``return``
-#: line (the template returns ``model``) or before the first line after the first that starts
-#: at column 0 (a new ``def``, comment or statement outside the function).
+#: A code line: after its spaces and tabs, something other than a comment.
+_CODE = r"[^ \t#\n]"
+#: The worked-example style's rule: the end of the function body. The action's first line
+#: continues the prompt's indentation, so its own indentation says nothing. Blank lines (spaces
+#: and tabs only) and comment lines never end the body. It ends
+#:
+#: 1. before a line whose code starts with ``return`` (the template returns ``model``);
+#: 2. if the body is indented (its first code line after the first line is indented), before
+#:    the next code line at column 0 (module code after the function);
+#: 3. in any case, before a ``def``, ``async def``, ``class``, decorator or
+#:    ``if __name__`` line at column 0 after the first line (a new function: what a model writes
+#:    after a body that it wrote at column 0).
+#:
+#: Patterns 2 and 3 cut at their ``cut`` group (agentbench_poad.stops.find_stop), which drops
+#: the newline that ends the body.
 END_OF_BODY = ActionStop(
     name="end_of_function_body",
-    stop_patterns=(r"(?m)^[ \t]*return\b", r"\n(?=\S)"),
+    stop_patterns=(
+        r"(?m)^[ \t]*return\b",
+        # the first line, blank or comment lines, an indented code line, then the body's lines
+        # up to the newline before a column-0 code line
+        rf"\A[^\n]*\n(?:[ \t]*(?:#[^\n]*)?\n)*[ \t]+{_CODE}"
+        rf"[^\n]*(?:\n[^\n]*)*?(?P<cut>\n)(?={_CODE})",
+        r"(?P<cut>\n)(?:(?:async[ \t]+)?def\b|class\b|@|if[ \t]+__name__\b)",
+    ),
 )
 #: The rule each style declares.
 STYLE_STOPS: dict[str, ActionStop] = {"paper": BEFORE_RETURN, "worked_example": END_OF_BODY}
@@ -266,6 +286,40 @@ def cut_at_stop(action: str, stop: ActionStop) -> str:
     """``action`` up to (not including) the first stop of ``stop``; the whole of it if none."""
     cut = stop.find(action, final=True)
     return action if cut is None else action[:cut]
+
+
+def _is_code(line: str) -> bool:
+    stripped = line.lstrip(" \t")
+    return bool(stripped) and not stripped.startswith("#")
+
+
+def parse_continuation(action: str) -> Submission:
+    """The body of a worked-example continuation, already cut at :data:`END_OF_BODY`.
+
+    The first line continues the prompt's indentation, so it is taken stripped; the other lines
+    lose their common indentation, measured on code lines only (a comment's indentation means
+    nothing to Python, so a comment at column 0 inside an indented body stays in it). A body
+    whose first line opens a block (``for ...:``) and that this does not parse falls back to
+    :func:`parse_action`'s reading.
+    """
+    lines = action.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    rest = lines[1:]
+    codes = [line for line in rest if _is_code(line)]
+    margin = ""
+    if codes:
+        widths = [len(line) - len(line.lstrip(" \t")) for line in codes]
+        margin = codes[widths.index(min(widths))][: min(widths)]
+        if not all(line.startswith(margin) for line in codes):  # mixed tabs and spaces
+            margin = ""
+    kept = [lines[0].strip()] + [
+        line[len(margin) :] if line.startswith(margin) else line.lstrip(" \t") for line in rest
+    ]
+    body = _strip_trailing_return("\n".join(kept).strip("\n"))
+    if not _parses(body):
+        fallback = parse_action(action)
+        if _parses(fallback.body):
+            return fallback
+    return Submission("", body, "")
 
 
 @dataclass(frozen=True)
@@ -414,8 +468,8 @@ def worked_example_prompt(
     message: str = "",
 ) -> str:
     """The worked-example style's observation: the example, the task, and the task's
-    ``build_model`` signature to continue; after a failure, also the error and the previous
-    code, both as comments."""
+    ``build_model`` signature and docstring, ending with the body's indentation (the action is
+    the body); after a failure, also the error and the previous code, both as comments."""
     failure = ""
     if previous_code is not None:
         if len(message) > 2000:
@@ -435,6 +489,7 @@ def worked_example_prompt(
         + failure
         + "\n\n"
         + _signature(shape[1])
+        + INDENT  # the action continues inside the body (module docstring: first line indented)
     )
 
 
