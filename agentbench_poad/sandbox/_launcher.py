@@ -7,7 +7,8 @@ It receives one JSON argument and, in order:
    of :func:`agentbench_poad.sandbox.process_backend.root_plan` (system trees, a few ``/etc``
    entries and the interpreter's directories, bound read-only), a minimal ``/dev`` (null, zero,
    full, random, urandom, tty and a small ``/dev/shm``), an empty ``/proc`` mount point, a sized
-   tmpfs at ``/tmp`` with the job's ``in`` (read-only) and ``out`` directories under
+   tmpfs at ``/tmp`` (made first, so an interpreter directory under the host's ``/tmp`` is bound
+   inside it) with the job's ``in`` (read-only) and ``out`` directories under
    ``/tmp/.sbx``; it makes that root read-only, switches to it with ``pivot_root`` and detaches the
    host's root, so nothing else of the host's file system (``/work``, ``/root``, ``/home``,
    its ``/tmp``, the package source) exists for the code;
@@ -124,6 +125,10 @@ def _build_root(config: dict) -> None:
     """Build the allow-listed root at ``config["new_root"]`` (module docstring, step 1)."""
     root = config["new_root"]
     _tmpfs(root, "1m", "755")
+    # The sandbox's own /tmp first: an allow-listed directory that lives under the host's /tmp
+    # (a virtual environment or a checkout there, as on a CI machine) is then bound inside it.
+    tmp = _make(root, "/tmp", "dir")
+    _tmpfs(tmp, f"{config['tmpfs_mb']}m", "1777")
     for step in config["plan"]:
         if step[0] == "link":
             _make(root, step[1], "link", step[2])
@@ -148,8 +153,6 @@ def _build_root(config: dict) -> None:
     # small, since tmpfs pages are host RAM that no rlimit charges to the sandbox.
     _tmpfs(_make(root, "/dev/shm", "dir"), f"{min(64, config['tmpfs_mb'])}m", "1777")
     _make(root, "/proc", "dir")  # `unshare --mount-proc` mounts the PID namespace's /proc here
-    tmp = _make(root, "/tmp", "dir")
-    _tmpfs(tmp, f"{config['tmpfs_mb']}m", "1777")
     os.makedirs(f"{tmp}/.sbx/in", mode=0o755)
     os.makedirs(f"{tmp}/.sbx/out", mode=0o755)
     _bind_ro(config["job_in"], f"{tmp}/.sbx/in")
