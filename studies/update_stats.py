@@ -131,7 +131,8 @@ def ablation_table(root: Path) -> list[dict]:
     for metrics in sorted(root.glob("*/runs/*/*/seed*/metrics.jsonl")):
         run = metrics.parent
         rule = metrics.relative_to(root).parts[0]
-        summary = summarise(read_metrics(run))
+        lines = read_metrics(run)
+        summary = summarise(lines)
         rows.append(
             {
                 "rule": rule,
@@ -139,7 +140,7 @@ def ablation_table(root: Path) -> list[dict]:
                 "agent": run.parent.name,
                 "seed": run.name,
                 "updates": summary["updates"],
-                "reward_free_updates": sum(1 for r in read_metrics(run) if _reward_free(r)),
+                "reward_free_updates": sum(1 for r in lines if _reward_free(r)),
                 "large_updates": summary["large_updates"],
                 "max_abs_policy_loss": summary["max_abs_policy_loss"],
                 "reward_free_entropy_drift": summary["reward_free_entropy_drift"],
