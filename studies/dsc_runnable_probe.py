@@ -145,6 +145,10 @@ def summarise(cell: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class StaleCell(Exception):
+    """A stored cell was sampled from another prompt than the env gives now (the style changed)."""
+
+
 def run_cell(
     policy: Any,
     env_id: str,
@@ -165,7 +169,9 @@ def run_cell(
         base = policy.generation
         # The trainer's rule: the env's declared stop added to the policy's own.
         policy.generation = policy.settings_for(info.get("action_stop"))
-        cell.setdefault("prompt", policy.prompt_text(prompt))
+        text = policy.prompt_text(prompt)
+        if cell.setdefault("prompt", text) != text:
+            raise StaleCell(cell["style"] + "/" + cell["dataset"])
         cell["action_stop"] = info.get("action_stop")
         while len(cell["attempts"]) < samples:
             index = len(cell["attempts"]) // batch
@@ -216,6 +222,10 @@ def run_cell(
         policy.generation = base
     finally:
         env.close()
+
+
+#: What a restarted cell keeps of the stale one: who it is, not what it measured.
+FRESH_KEYS = ("style", "dataset", "env_id", "chat_template", "seed", "sampling")
 
 
 def probe(args: argparse.Namespace, out: Path | None, model: str) -> dict[str, Any]:
@@ -282,9 +292,43 @@ def probe(args: argparse.Namespace, out: Path | None, model: str) -> dict[str, A
                     "--batch, or write to a new --out"
                 )
             print(f"{args.model} {key} (chat_template={chat})", flush=True)
-            run_cell(
-                policy, cell["env_id"], style, cell, args.samples, args.batch, args.sandbox, save
-            )
+            try:
+                run_cell(
+                    policy,
+                    cell["env_id"],
+                    style,
+                    cell,
+                    args.samples,
+                    args.batch,
+                    args.sandbox,
+                    save,
+                )
+            except StaleCell:
+                # Attempts on an older prompt say nothing about this one: kept apart, not mixed.
+                stale = results.setdefault("stale_cells", {}).setdefault(key, [])
+                stale.append({k: v for k, v in cell.items() if k != "attempts"})
+                print(
+                    f"  {key}: the env's prompt changed since these attempts; restarting",
+                    flush=True,
+                )
+                fresh = {k: v for k, v in cell.items() if k in FRESH_KEYS}
+                cells[key] = cell = {
+                    **fresh,
+                    "generation_seconds": 0.0,
+                    "attempts": [],
+                    "programs": [],
+                }
+                save()
+                run_cell(
+                    policy,
+                    cell["env_id"],
+                    style,
+                    cell,
+                    args.samples,
+                    args.batch,
+                    args.sandbox,
+                    save,
+                )
     save()
     return results
 
