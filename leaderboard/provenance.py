@@ -13,7 +13,9 @@ A record states, in ``model``:
   (:func:`agentbench_poad.models.digest.tensor_digest`). Sharding, the order of
   tensors inside a file and the files' ``__metadata__`` do not change it; any changed weight
   does. ``source_sha256`` is the sha256 of what the model was converted from (the named model's
-  pinned wheel, or the ``.gguf`` file), when the model cache records it.
+  pinned wheel, or the ``.gguf`` file), when the model cache records it. A base that is a
+  merged warm start (``agentbench-poad warmstart merge``) adds ``warm_start``: its name, the
+  sha256 of the committed adapter merged into it, and the model it was merged into.
 * ``adapters`` -- for trained agents, per evaluation seed (the run's training seed), the run
   that resolves the adapter and the sha256 of each file of its final adapter::
 
@@ -107,6 +109,15 @@ def base_weights_entry(base: str, *, download: bool | None = None) -> dict[str, 
         source = None
     if source:
         entry["source_sha256"] = source
+    from agentbench_poad.warmstart.sft import warm_start_of
+
+    warm = warm_start_of(folder)
+    if warm is not None:  # a merged warm start (docs/warmstart.md): which adapter made it
+        entry["warm_start"] = {
+            "name": warm["warm_start"],
+            "adapter_sha256": warm["adapter_sha256"],
+            "base_model": warm["base_model"],
+        }
     return entry
 
 

@@ -79,6 +79,15 @@ _BASE_WEIGHTS = {
         "sha256": _SHA256,
         "files": {"type": "array", "items": {"type": "string"}},
         "source_sha256": _SHA256,
+        "warm_start": {
+            "type": "object",
+            "required": ["name", "adapter_sha256", "base_model"],
+            "properties": {
+                "name": {"type": "string"},
+                "adapter_sha256": _SHA256,
+                "base_model": {"type": "string"},
+            },
+        },
     },
 }
 

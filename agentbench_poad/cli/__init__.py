@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "data",
     "sandbox",
     "model",
+    "warmstart",
     "serve",
 )
 
