@@ -106,7 +106,7 @@ def _literal(value: Any) -> str:
 
 
 def render(estimator: str, preprocessing: str, params: dict[str, Any]) -> str:
-    """The body for one grid point (four-space indented, imports first, sorted)."""
+    """The body for one grid point (four-space indented; the imports first, each once)."""
     if estimator not in ESTIMATORS:
         raise KeyError(f"unknown estimator {estimator!r}; known: {', '.join(ESTIMATORS)}")
     if preprocessing not in PREPROCESSING:
@@ -118,10 +118,15 @@ def render(estimator: str, preprocessing: str, params: dict[str, Any]) -> str:
     if unknown:
         raise KeyError(f"{estimator} takes no {', '.join(unknown)}; it takes {', '.join(grid)}")
     steps = PREPROCESSING[preprocessing]
-    imports = {f"from {module} import {cls}"}
-    imports.update(f"from {m} import {c}" for m, c, _ in steps)
+    # One fixed order (estimator, its preprocessing steps, the pipeline), each import once: a
+    # small model copies a regular block and ends it; an alphabetical one interleaved the three
+    # and taught the first warm start to repeat import lines (docs/warmstart.md).
+    imports = [f"from {module} import {cls}"]
+    for m, c, _ in steps:
+        if f"from {m} import {c}" not in imports:
+            imports.append(f"from {m} import {c}")
     if steps:
-        imports.add("from sklearn.pipeline import make_pipeline")
+        imports.append("from sklearn.pipeline import make_pipeline")
     args = ", ".join(f"{key}={_literal(value)}" for key, value in params.items())
     final = f"{cls}({args})"
     if steps:
@@ -129,7 +134,7 @@ def render(estimator: str, preprocessing: str, params: dict[str, Any]) -> str:
         construct = f"make_pipeline({', '.join(parts)})"
     else:
         construct = final
-    lines = [f"    {line}" for line in sorted(imports)]
+    lines = [f"    {line}" for line in imports]
     lines += ["", f"    model = {construct}", "    model.fit(x_train, y_train)"]
     return "\n".join(lines)
 
