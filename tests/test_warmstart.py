@@ -158,6 +158,7 @@ def test_sft_writes_an_adapter_and_a_checked_manifest(warm_start, tiny_model_dir
     assert all(row["loss"] == row["loss"] for row in manifest["training_loss"])  # finite
     assert manifest["lora"]["layers"] == [1]  # the top one of the tiny model's two layers
     assert manifest["versions"]["trl"]
+    assert len(manifest["examples_sha256"]) == 64
     with pytest.raises(FileExistsError, match="already holds a warm start"):
         train_warm_start(str(tiny_model_dir), warm_start, style="paper", chat_template=False)
 

@@ -186,6 +186,10 @@ def train_warm_start(
         "evaluation_datasets_excluded": list(evaluation_datasets),
         "programs_per_dataset": programs_per_dataset,
         "examples": len(rows),
+        # the training set itself, so a later change of the program grid cannot pass unseen
+        "examples_sha256": hashlib.sha256(
+            json.dumps(rows, sort_keys=True).encode("utf-8")
+        ).hexdigest(),
         "seed": seed,
         "lora": {
             "r": lora_r,
