@@ -72,7 +72,13 @@ def check_config_source(record: dict[str, Any], *, root: Path | None = None) -> 
         ) from None
     config = (record.get("config") or {}).get("training_config") or {}
     agent = str(config.get("agent") or "")
-    chosen_by_spec = ((spec.get("tuning") or {}).get("chosen") or {}).get(agent)
+    tuning = spec.get("tuning") or {}
+    if isinstance(tuning, list):  # [[tuning]] entries: the choice is in [tuning_chosen.<name>]
+        protocol = str((source.get("tuning") or {}).get("name") or "")
+        chosen_table = (spec.get("tuning_chosen") or {}).get(protocol) or {}
+    else:
+        chosen_table = tuning.get("chosen") or {}
+    chosen_by_spec = chosen_table.get(agent)
     if chosen_by_spec is None:
         raise RecordError(
             f"record {name!r}: its spec {spec_name} chose no configuration for {agent!r}; run "

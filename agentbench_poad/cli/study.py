@@ -111,16 +111,40 @@ def run_study_command(args: argparse.Namespace) -> int:
         return die(str(exc))
     if args.select:
         from agentbench_poad.study import select_configs
+        from agentbench_poad.study.run import select_all
 
-        try:
-            selections = select_configs(study)
+        if study.tunings and not study.tunings[0].entry:  # the single [tuning] table
+            try:
+                selections = select_configs(study)
+            except StudyError as exc:
+                return die(str(exc))
+            for s in selections:
+                scores = ", ".join(f"{v:.4f}" for v in s.scores)
+                print(
+                    f"{s.agent}: config{s.index} {s.chosen}  (scores per configuration: {scores})"
+                )
+            print(f"wrote [tuning.chosen] into {args.spec}")
+            return 0
+        try:  # [[tuning]] entries: each protocol whose runs are complete
+            done = select_all(study)
         except StudyError as exc:
             return die(str(exc))
-        for s in selections:
-            scores = ", ".join(f"{v:.4f}" for v in s.scores)
-            print(f"{s.agent}: config{s.index} {s.chosen}  (scores per configuration: {scores})")
-        print(f"wrote [tuning.chosen] into {args.spec}")
-        return 0
+        for name, selections in done.selections.items():
+            for s in selections:
+                scores = ", ".join(f"{v:.4f}" for v in s.scores)
+                print(
+                    f"{name}: {s.agent}: config{s.index} {s.chosen}  (scores per "
+                    f"configuration: {scores})"
+                )
+        for name, why in done.incomplete.items():
+            print(f"{name}: not complete yet, nothing chosen: {why}")
+        if done.selections:
+            print(
+                f"wrote [tuning_chosen.<name>] for {sorted(done.selections)} into {args.spec}"
+                if done.wrote
+                else f"{args.spec} already holds these choices"
+            )
+        return 0 if done.selections else die("no tuning protocol has finished its runs yet")
     if args.files:
         from agentbench_poad.study import study_files
 

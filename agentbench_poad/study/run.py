@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_poad.study.spec import EvalTask, Study, StudyError, TrainCell, load_study
-from agentbench_poad.study.tuning import TUNING_GROUP, Selection, select, write_chosen
+from agentbench_poad.study.tuning import Selection, select, write_chosen, write_chosen_all
 from agentbench_poad.study.wall_time import WallTimeLog, run_update_time, run_wall_time
 
 
@@ -474,8 +474,9 @@ def study_files(study: Study) -> list[Path]:
 
 
 def tuning_run_done(study: Study) -> Callable[[Path], bool]:
-    """Whether a tuning run dir of ``study`` holds a finished run."""
-    tuning_cells = {c.run_dir: c for c in study.cells if c.group == TUNING_GROUP}
+    """Whether a tuning run dir of ``study`` (of any of its protocols) holds a finished run."""
+    groups = {t.group for t in study.tunings}
+    tuning_cells = {c.run_dir: c for c in study.cells if c.group in groups}
 
     def is_done(run_dir: Path) -> bool:
         cell = tuning_cells.get(str(run_dir))
@@ -495,14 +496,63 @@ def select_configs(study: Study) -> list[Selection]:
         StudyError: no tuning in the spec, unfinished tuning runs, or a spec that already chose
             other configurations.
     """
-    if study.tuning is None:
+    if not study.tunings:
         raise StudyError(f"study {study.name} has no [tuning] table: nothing to select")
+    if not study.tunings[0].entry:  # the single [tuning] table
+        try:
+            selections = select(study.tunings[0], study.out, is_done=tuning_run_done(study))
+            write_chosen(Path(study.spec_path), study.tunings[0], selections)
+        except ValueError as exc:
+            raise StudyError(str(exc)) from None
+        return selections
+    done = select_all(study)
+    if not done.selections:
+        raise StudyError(
+            "cannot select yet: no tuning protocol has finished its runs\n"
+            + "\n".join(done.incomplete.values())
+        )
+    return [s for found in done.selections.values() for s in found]
+
+
+@dataclass
+class SelectAll:
+    """What ``study SPEC --select`` did for each tuning protocol (:func:`select_all`)."""
+
+    #: protocol name -> one selection per tuned agent (the protocols whose runs are complete)
+    selections: dict[str, list[Selection]]
+    #: protocol name -> why it cannot select yet (its runs not finished, unreadable curves)
+    incomplete: dict[str, str]
+    #: whether the spec changed
+    wrote: bool
+
+
+def select_all(study: Study) -> SelectAll:
+    """Select for every tuning protocol whose runs are complete and write the choices into the
+    spec (``[tuning.chosen]`` for a ``[tuning]`` table, ``[tuning_chosen.<name>]`` for
+    ``[[tuning]]`` entries); the others are named in :attr:`SelectAll.incomplete`.
+
+    Raises:
+        StudyError: no tuning in the spec, or a spec that already chose other configurations.
+    """
+    if not study.tunings:
+        raise StudyError(f"study {study.name} has no [tuning] table: nothing to select")
+    is_done = tuning_run_done(study)
+    selections: dict[str, list[Selection]] = {}
+    incomplete: dict[str, str] = {}
+    for tuning in study.tunings:
+        try:
+            selections[tuning.name] = select(tuning, study.out, is_done=is_done)
+        except ValueError as exc:
+            incomplete[tuning.name] = f"{tuning.where}: {exc}"
     try:
-        selections = select(study.tuning, study.out, is_done=tuning_run_done(study))
-        write_chosen(Path(study.spec_path), study.tuning, selections)
+        if study.tunings[0].entry:
+            wrote = write_chosen_all(Path(study.spec_path), study.tunings, selections)
+        else:
+            found = selections.get(study.tunings[0].name)
+            wrote = bool(found) and write_chosen(Path(study.spec_path), study.tunings[0], found)
     except ValueError as exc:
         raise StudyError(str(exc)) from None
-    return selections
+    return SelectAll(selections, incomplete, wrote)
 
 
 def cells_table(study: Study) -> list[dict[str, Any]]:
@@ -521,12 +571,14 @@ def cells_table(study: Study) -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "SelectAll",
     "StudyProgress",
     "StudyResult",
     "cells_table",
     "eval_done",
     "run_state",
     "run_study",
+    "select_all",
     "select_configs",
     "study_files",
     "study_progress",

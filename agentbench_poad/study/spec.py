@@ -18,10 +18,10 @@ from typing import Any
 
 from agentbench_poad.rl.config import preset_for
 from agentbench_poad.study.tuning import (
-    TUNING_GROUP,
+    CHOSEN_TABLE,
     Tuning,
     check_evaluation_seeds,
-    read_tuning,
+    read_tunings,
 )
 
 __all__ = ["EvalTask", "Study", "StudyError", "TrainCell", "load_study"]
@@ -55,6 +55,7 @@ _GROUP_KEYS = {
     "agent_kwargs",
     "env_kwargs",
     "tuned",
+    "tuning",
     "exploratory",
 }
 #: Run-config fields a study must not override (the study sets them itself).
@@ -144,13 +145,18 @@ class Study:
     groups: list[str] = field(default_factory=list)
     """The spec's group names, in order (``#N`` for the N-th unnamed group)."""
     tuning: Tuning | None = None
-    """The spec's tuning protocol (:mod:`agentbench_poad.study.tuning`), or None."""
+    """The spec's tuning protocol (:mod:`agentbench_poad.study.tuning`) when it has exactly
+    one (its ``[tuning]`` table or a single ``[[tuning]]`` entry), else None: see
+    :attr:`tunings`."""
     pending: list[str] = field(default_factory=list)
-    """Tuned ``"group: agent"`` pairs waiting for ``--select`` (they have no cells yet)."""
+    """Tuned ``"group: agent"`` pairs waiting for ``--select`` (they have no cells yet); a pair
+    of a ``[[tuning]]`` entry ends in ``" (tuning protocol '<name>')"``."""
     spec_path: str = ""
     runs_per_gpu: int = 1
     """Runs that share one GPU under ``--executor ray --device cuda`` (``[study] runs_per_gpu``;
     each run asks Ray for ``1 / runs_per_gpu`` of a GPU; docs/scale-out.md)."""
+    tunings: list[Tuning] = field(default_factory=list)
+    """Every tuning protocol of the spec, in spec order (empty without tuning)."""
 
     def select(self, groups: Sequence[str]) -> Study:
         """The study restricted to the named groups' cells and evaluations.
@@ -177,6 +183,7 @@ class Study:
             [p for p in self.pending if p.split(":")[0] in chosen],
             self.spec_path,
             self.runs_per_gpu,
+            self.tunings,
         )
 
 
@@ -302,7 +309,7 @@ def load_study(
         if extra:
             problems.append(f"{where}: unknown key(s) {extra}; allowed: {sorted(allowed)}")
 
-    unknown_keys(spec, {"study", "eval", "group", "tuning"}, "top level")
+    unknown_keys(spec, {"study", "eval", "group", "tuning", CHOSEN_TABLE}, "top level")
     head = spec.get("study", {})
     unknown_keys(head, _STUDY_KEYS, "[study]")
     name = str(head.get("name") or path.stem)
@@ -318,9 +325,12 @@ def load_study(
     out_dir = Path(out) if out is not None else Path("study-runs") / _slug(name)
     records_dir = Path(records) if records is not None else out_dir / "records"
     agent_specs = [a for g in groups if isinstance(g, dict) for a in g.get("agents", []) or []]
-    tuning_table = spec.get("tuning")
-    tuned_agents = tuning_table.get("agents", []) if isinstance(tuning_table, dict) else []
-    tuned_agents = tuned_agents if isinstance(tuned_agents, list) else []
+    tuning_value = spec.get("tuning")
+    tuning_tables = tuning_value if isinstance(tuning_value, list) else [tuning_value]
+    tuned_agents = []
+    for table in tuning_tables:
+        listed = table.get("agents", []) if isinstance(table, dict) else []
+        tuned_agents += listed if isinstance(listed, list) else []
     trainable, broken = _trainable([*tuned_agents, *agent_specs], path.parent)
     for agent in tuned_agents:
         if isinstance(agent, str) and agent in broken:
@@ -341,10 +351,13 @@ def load_study(
     seen_evals: dict[str, str] = {}
     group_names: list[str] = []
     pending: list[str] = []
-    tuning = read_tuning(spec.get("tuning"), trainable=trainable, problems=problems)
+    tunings = read_tunings(
+        tuning_value, spec.get(CHOSEN_TABLE), trainable=trainable, problems=problems
+    )
+    by_name = {t.name: t for t in tunings}
     earlier: list[tuple[str, dict[str, set[int]]]] | None = None  # read once, when needed
-    if tuning is not None:
-        group_names.append(TUNING_GROUP)
+    for tuning in tunings:
+        group_names.append(tuning.group)
         cells += _tuning_cells(tuning, head, model, out_dir, trainable, problems)
     for g, group in enumerate(groups):
         where = f"[[group]] #{g + 1}" + (f" ({group.get('name')})" if group.get("name") else "")
@@ -369,17 +382,27 @@ def load_study(
         if not isinstance(exploratory, bool):
             problems.append(f"{where}: exploratory must be true or false")
             exploratory = False
-        if tuned and tuning is None:
+        tuning = _group_tuning(group, tuned, tunings, by_name, where, problems)
+        if tuned and not tunings:
             problems.append(f"{where}: tuned = true needs a [tuning] table in the spec")
-            tuned = False
-        if tuning is not None:
+        tuned = tuned and tuning is not None
+        if tunings:
             eval_seeds = {*seeds, *(group.get("eval", {}).get("seeds", []) or [])}
-            check_evaluation_seeds(tuning, where, eval_seeds, problems)
+            if len(tunings) == 1:  # the single protocol: every group, whatever its task
+                check_evaluation_seeds(tunings[0], where, eval_seeds, problems)
+            else:  # its own protocol, and every protocol that tunes on a task it evaluates
+                tasks = {*(group.get("envs") or []), *(group.get("eval_envs") or [])}
+                for other in tunings:
+                    if other is tuning or other.task in tasks:
+                        check_evaluation_seeds(other, where, eval_seeds, problems)
             if earlier is None:
                 earlier = earlier_evaluation_seeds(path)
             _check_fresh_seeds(where, group, default_eval, seeds, earlier, problems)
+        # A tuned group trains the model and preset its protocol tuned (the study's by default).
         preset = group.get("preset", head.get("preset", "auto"))
         g_model = str(group.get("model", model or ""))
+        if tuned and tuning is not None:
+            preset, g_model = _tuned_setup(tuning, group, preset, g_model, where, problems)
         overrides = {**head.get("overrides", {}), **group.get("overrides", {})}
         reserved = sorted(set(overrides) & _RESERVED)
         if reserved:
@@ -466,7 +489,10 @@ def load_study(
                         tuning, algorithm.name, overrides, str(path), where, problems
                     )
                     if not ready:
-                        pending.append(f"{group_name}: {algorithm.name}")
+                        pending.append(
+                            f"{group_name}: {algorithm.name}"
+                            + (f" (tuning protocol {tuning.name!r})" if tuning.entry else "")
+                        )
                         continue
                 try:
                     family = preset_for(algorithm.config_class, env_id, preset)
@@ -547,10 +573,80 @@ def load_study(
             + "\n".join(f"  - {p}" for p in problems)
         )
     study = Study(
-        name, out_dir, records_dir, cells, evals, needs, group_names, tuning, pending, str(path)
+        name,
+        out_dir,
+        records_dir,
+        cells,
+        evals,
+        needs,
+        group_names,
+        tunings[0] if len(tunings) == 1 else None,
+        pending,
+        str(path),
+        runs_per_gpu,
+        tunings,
     )
-    study.runs_per_gpu = runs_per_gpu
     return study
+
+
+def _group_tuning(
+    group: dict[str, Any],
+    tuned: bool,
+    tunings: Sequence[Tuning],
+    by_name: dict[str, Tuning],
+    where: str,
+    problems: list[str],
+) -> Tuning | None:
+    """The protocol that tunes ``group``: the one its ``tuning = "<name>"`` names, or the only
+    one; None for an untuned group (and, after a problem, for a tuned one)."""
+    named = group.get("tuning")
+    if named is not None and not tuned:
+        problems.append(
+            f"{where}: tuning = {named!r} names a tuning protocol, but the group is not tuned; "
+            "add tuned = true (or drop tuning)"
+        )
+        return None
+    if not tuned or not tunings:
+        return None
+    names = [t.name for t in tunings]
+    if named is None:
+        if len(tunings) == 1:
+            return tunings[0]
+        problems.append(
+            f"{where}: tuned = true, but the spec has {len(tunings)} tuning protocols {names}; "
+            'name one with tuning = "<name>"'
+        )
+        return None
+    if not isinstance(named, str) or named not in by_name:
+        problems.append(
+            f"{where}: tuning = {named!r} is no tuning protocol of the spec; use one of {names}"
+        )
+        return None
+    return by_name[named]
+
+
+def _tuned_setup(
+    tuning: Tuning,
+    group: dict[str, Any],
+    preset: Any,
+    model: str,
+    where: str,
+    problems: list[str],
+) -> tuple[Any, str]:
+    """A tuned group's ``(preset, model)``: its protocol's where the protocol sets them (a
+    choice made for one model or preset does not carry over to another)."""
+    for key, own in (("preset", tuning.preset), ("model", tuning.model)):
+        if own is None:
+            continue
+        if key in group and group[key] != own:
+            problems.append(
+                f"{where}: {key} = {group[key]!r}, but its protocol {tuning.where} tuned "
+                f"{key} {own!r}; drop the group's {key} (or tune it with that {key})"
+            )
+    return (
+        tuning.preset if tuning.preset is not None else preset,
+        tuning.model if tuning.model is not None else model,
+    )
 
 
 # -- fresh evaluation seeds ----------------------------------------------------------------------
@@ -646,13 +742,16 @@ def _tuning_cells(
     trainable: dict[str, Any],
     problems: list[str],
 ) -> list[TrainCell]:
-    """The tuning runs (group ``tuning``): every agent x configuration x tuning seed."""
+    """The tuning runs (group :attr:`Tuning.group`): every agent x configuration x tuning seed,
+    with the protocol's model and preset (default: the study's)."""
     import gymnasium as gym
 
     if tuning.task not in gym.registry:
-        problems.append(f"[tuning]: unknown task {tuning.task!r}; see `agentbench-poad envs`")
+        problems.append(f"{tuning.where}: unknown task {tuning.task!r}; see `agentbench-poad envs`")
         return []
-    preset = head.get("preset", "auto")
+    preset = tuning.preset if tuning.preset is not None else head.get("preset", "auto")
+    if tuning.model is not None:
+        model = tuning.model
     env_kwargs = {**head.get("env_kwargs", {}), **tuning.env_kwargs}
     cells = []
     for agent, index, configuration, seed, run_dir in tuning.runs(out_dir):
@@ -665,7 +764,7 @@ def _tuning_cells(
             family = preset_for(algorithm.config_class, tuning.task, preset)
             algorithm.config_class.preset(family, **overrides)
         except (TypeError, ValueError) as exc:
-            problems.append(f"[tuning]: {agent} configuration {configuration}: {exc}")
+            problems.append(f"{tuning.where}: {agent} configuration {configuration}: {exc}")
             continue
         cells.append(
             TrainCell(
@@ -679,7 +778,7 @@ def _tuning_cells(
                 f"config{index}",
                 str(run_dir),
                 json.dumps(env_kwargs, sort_keys=True),
-                TUNING_GROUP,
+                tuning.group,
             )
         )
     return cells
@@ -695,7 +794,7 @@ def _tuned_overrides(
 ) -> tuple[bool, dict[str, Any], str]:
     """A tuned group's overrides for ``agent``: ``(chosen yet, overrides, config_source JSON)``."""
     if agent not in tuning.searches:
-        problems.append(f"{where}: tuned = true, but {agent} is not in [tuning] agents")
+        problems.append(f"{where}: tuned = true, but {agent} is not in {tuning.where} agents")
         return False, overrides, ""
     clash = sorted(set(overrides) & tuning.tuned_keys(agent))
     if clash:

@@ -28,6 +28,13 @@ evaluates the tuned groups. Each of their records says where its configuration c
 (``training.config_source``: the spec, the tuning protocol and the chosen configuration);
 ``leaderboard add`` refuses a record whose training configuration its spec did not choose
 (:mod:`agentbench_poad.leaderboard.config_source`).
+
+Several protocols: instead of the one ``[tuning]`` table, a spec may hold ``[[tuning]]`` entries,
+each with a unique ``name`` and optionally its own ``model`` and ``preset`` (default: the
+study's); a tuned group names its protocol with ``tuning = "<name>"`` (it may leave it out when
+there is only one). An entry's runs live in ``<out>/tuning/<name>/<task>/<agent>/config<K>/
+seed<N>`` (group ``tuning/<name>``) and ``--select`` writes its choice into
+``[tuning_chosen.<name>]`` (:func:`read_tunings`, :func:`write_chosen_all`).
 """
 
 from __future__ import annotations
@@ -51,8 +58,10 @@ __all__ = [
     "Tuning",
     "last3_sampled_return",
     "read_tuning",
+    "read_tunings",
     "select",
     "write_chosen",
+    "write_chosen_all",
 ]
 
 #: The least search an agent gets (issue 27: at least 4 configurations and 2 seeds).
@@ -72,7 +81,14 @@ _TUNING_KEYS = {
     "grid",
     "chosen",
     "per_agent",
+    "model",
+    "preset",
 }
+#: Keys of a ``[[tuning]]`` entry: its choice lives in ``[tuning_chosen.<name>]`` instead.
+_ENTRY_KEYS = (_TUNING_KEYS - {"chosen"}) | {"name"}
+#: The top-level table of the choices of ``[[tuning]]`` entries, by entry name.
+CHOSEN_TABLE = "tuning_chosen"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _AGENT_KEYS = {"configs", "grid", "seeds", "total_steps"}
 
 
@@ -124,13 +140,31 @@ class AgentSearch:
 
 @dataclass(frozen=True)
 class Tuning:
-    """A checked ``[tuning]`` table."""
+    """A checked ``[tuning]`` table or ``[[tuning]]`` entry."""
 
     task: str
     selection: str
     searches: dict[str, AgentSearch]
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     chosen: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the protocol's name (``"tuning"`` for the single ``[tuning]`` table)
+    name: str = TUNING_GROUP
+    #: the model of its runs and of the groups it tunes (None: the study's ``model``)
+    model: str | None = None
+    #: the preset of its runs and of the groups it tunes (None: the study's ``preset``)
+    preset: str | None = None
+    #: an entry of ``[[tuning]]`` (named run dirs, ``[tuning_chosen.<name>]``), not ``[tuning]``
+    entry: bool = False
+
+    @property
+    def where(self) -> str:
+        """How errors name the protocol in the spec."""
+        return f"[[tuning]] {self.name!r}" if self.entry else "[tuning]"
+
+    @property
+    def group(self) -> str:
+        """The group name of its tuning cells (``study --group``)."""
+        return f"{TUNING_GROUP}/{self.name}" if self.entry else TUNING_GROUP
 
     @property
     def agents(self) -> list[str]:
@@ -145,8 +179,10 @@ class Tuning:
         return {k for c in self.searches[agent].configurations for k in c}
 
     def run_dir(self, out: Path, agent: str, index: int, seed: int) -> Path:
-        """Where the tuning run of configuration ``index`` and ``seed`` of ``agent`` lives."""
-        return out / "tuning" / _slug(self.task) / agent / f"config{index}" / f"seed{seed}"
+        """Where the tuning run of configuration ``index`` and ``seed`` of ``agent`` lives
+        (an entry's runs under its name, so two protocols on one task never share a dir)."""
+        base = out / "tuning" / self.name if self.entry else out / "tuning"
+        return base / _slug(self.task) / agent / f"config{index}" / f"seed{seed}"
 
     def runs(self, out: Path) -> Iterable[tuple[str, int, dict[str, Any], int, Path]]:
         """Every tuning run: ``(agent, index, configuration, seed, run_dir)``.
@@ -175,17 +211,18 @@ class Tuning:
     def config_source(self, spec: str, agent: str) -> dict[str, Any]:
         """The record field ``training.config_source`` of a tuned run of ``agent``."""
         search = self.searches[agent]
-        return {
-            "spec": spec,
-            "tuning": {
-                "task": self.task,
-                "seeds": list(search.seeds),
-                "total_steps": search.total_steps,
-                "configurations": [dict(c) for c in search.configurations],
-                "selection": self.selection,
-            },
-            "chosen": dict(self.chosen[agent]),
+        tuning: dict[str, Any] = {
+            "task": self.task,
+            "seeds": list(search.seeds),
+            "total_steps": search.total_steps,
+            "configurations": [dict(c) for c in search.configurations],
+            "selection": self.selection,
         }
+        if self.entry:  # `leaderboard add` finds the choice by name ([tuning_chosen.<name>])
+            tuning["name"] = self.name
+        # Only when set: the single table's records stay exactly as they were.
+        tuning.update({k: v for k, v in (("model", self.model), ("preset", self.preset)) if v})
+        return {"spec": spec, "tuning": tuning, "chosen": dict(self.chosen[agent])}
 
 
 def _slug(text: str) -> str:
@@ -218,26 +255,53 @@ def read_tuning(
     *,
     trainable: dict[str, Any],
     problems: list[str],
+    name: str | None = None,
+    chosen: Any = None,
 ) -> Tuning | None:
-    """Check a spec's ``[tuning]`` table; appends what is wrong to ``problems``.
+    """Check a spec's ``[tuning]`` table or one ``[[tuning]]`` entry; appends what is wrong to
+    ``problems``.
 
     Args:
         table: the table as read from the spec.
         trainable: the trained agents by name (their classes).
         problems: where the problems go (the caller reports them all at once).
+        name: the entry's name, for a ``[[tuning]]`` entry (None: the single ``[tuning]``).
+        chosen: an entry's ``[tuning_chosen.<name>]`` (the single table has its own ``chosen``).
 
     Returns:
         The tuning, or None when the table is missing or unusable.
     """
     if table is None:
         return None
-    where = "[tuning]"
+    entry = name is not None
+    where = f"[[tuning]] {name!r}" if entry else "[tuning]"
+    chosen_where = f"[{CHOSEN_TABLE}.{name}]" if entry else "[tuning.chosen]"
     if not isinstance(table, dict):
         problems.append(f"{where} must be a table")
         return None
-    extra = sorted(set(table) - _TUNING_KEYS)
+    allowed = _ENTRY_KEYS if entry else _TUNING_KEYS
+    extra = sorted(set(table) - allowed)
+    if entry and "chosen" in extra:
+        problems.append(
+            f"{where}: the choice of a [[tuning]] entry lives in {chosen_where}, which "
+            "`agentbench-poad study SPEC --select` writes; drop its chosen key"
+        )
+        extra.remove("chosen")
+    if not entry and "name" in extra:
+        problems.append(
+            "[tuning]: the single [tuning] table is named 'tuning'; to name protocols, write "
+            "[[tuning]] entries (each with a name)"
+        )
+        extra.remove("name")
     if extra:
-        problems.append(f"{where}: unknown key(s) {extra}; allowed: {sorted(_TUNING_KEYS)}")
+        problems.append(f"{where}: unknown key(s) {extra}; allowed: {sorted(allowed)}")
+    own_setup = {}
+    for key in ("model", "preset"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            problems.append(f'{where}: {key} must be a name, e.g. {key} = "..." (or leave it out)')
+            value = None
+        own_setup[key] = value
     task = table.get("task")
     if not isinstance(task, str) or not task:
         problems.append(f'{where} needs task = "<env id>" (the tuning task)')
@@ -269,7 +333,11 @@ def read_tuning(
         per_agent = {}
     stray = sorted(set(per_agent) - set(names))
     if stray:
-        problems.append(f"[tuning.per_agent]: {stray} are not in [tuning] agents {names}")
+        problems.append(
+            f"{where} per_agent: {stray} are not in its agents {names}"
+            if entry
+            else f"[tuning.per_agent]: {stray} are not in [tuning] agents {names}"
+        )
     unknown = [a for a in names if a not in trainable]
     if unknown:
         problems.append(
@@ -279,11 +347,11 @@ def read_tuning(
         )
     common = _configurations(table, where, problems)
     searches: dict[str, AgentSearch] = {}
-    for name in names:
-        if name not in trainable:
+    for agent_name in names:
+        if agent_name not in trainable:
             continue  # reported above
-        own = per_agent.get(name) or {}
-        here = f"[tuning.per_agent.{name}]"
+        own = per_agent.get(agent_name) or {}
+        here = f"{where} per_agent.{agent_name}" if entry else f"[tuning.per_agent.{agent_name}]"
         if not isinstance(own, dict):
             problems.append(f"{here} must be a table")
             own = {}
@@ -293,7 +361,7 @@ def read_tuning(
         configurations = _configurations(own, here, problems) or common
         if not configurations:
             problems.append(
-                f"{where}: no search space for {name}; give configs = [{{...}}, ...] or "
+                f"{where}: no search space for {agent_name}; give configs = [{{...}}, ...] or "
                 "grid = {field = [values]}"
             )
             continue
@@ -307,15 +375,15 @@ def read_tuning(
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
             problems.append(f"{where}: total_steps must be the env steps of every tuning run")
             continue
-        searches[name] = AgentSearch(tuple(configurations), tuple(seeds), steps)
-    for name, search in searches.items():
+        searches[agent_name] = AgentSearch(tuple(configurations), tuple(seeds), steps)
+    for agent_name, search in searches.items():
         if len(search.configurations) < MIN_CONFIGURATIONS or len(search.seeds) < MIN_SEEDS:
             problems.append(
-                f"{where}: {name} gets {len(search.configurations)} configuration(s) x "
+                f"{where}: {agent_name} gets {len(search.configurations)} configuration(s) x "
                 f"{len(search.seeds)} seed(s); the protocol needs at least {MIN_CONFIGURATIONS} "
                 f"configurations and {MIN_SEEDS} seeds"
             )
-    budgets = {name: s.budget for name, s in searches.items()}
+    budgets = {a: s.budget for a, s in searches.items()}
     if len(set(budgets.values())) > 1:
         lines = ", ".join(
             f"{n}: {b[0]} configurations x seeds {list(b[1])} x {b[2]} steps"
@@ -325,17 +393,17 @@ def read_tuning(
             f"{where}: the agents get unequal tuning budgets ({lines}); every agent needs the "
             "same number of configurations, the same seeds and the same steps"
         )
-    chosen = table.get("chosen", {})
+    chosen = (chosen if chosen is not None else {}) if entry else table.get("chosen", {})
     if not isinstance(chosen, dict) or not all(isinstance(v, dict) for v in chosen.values()):
         problems.append(f"{where}: chosen must map agents to their chosen config (--select)")
         chosen = {}
-    for name, config in chosen.items():
-        search = searches.get(name)
+    for agent_name, config in chosen.items():
+        search = searches.get(agent_name)
         if search is None:
-            problems.append(f"[tuning.chosen]: {name} is not a tuned agent")
+            problems.append(f"{chosen_where}: {agent_name} is not a tuned agent")
         elif config not in search.configurations:
             problems.append(
-                f"[tuning.chosen]: {name}'s {config} is not one of its configurations; "
+                f"{chosen_where}: {agent_name}'s {config} is not one of its configurations; "
                 "only `agentbench-poad study SPEC --select` writes this table"
             )
     return Tuning(
@@ -344,7 +412,82 @@ def read_tuning(
         searches=searches,
         env_kwargs=dict(env_kwargs),
         chosen={k: dict(v) for k, v in chosen.items()},
+        name=name if entry else TUNING_GROUP,
+        model=own_setup["model"],
+        preset=own_setup["preset"],
+        entry=entry,
     )
+
+
+def read_tunings(
+    value: Any,
+    chosen_tables: Any,
+    *,
+    trainable: dict[str, Any],
+    problems: list[str],
+) -> list[Tuning]:
+    """Every tuning protocol of a spec: its ``[tuning]`` table (one protocol named ``tuning``)
+    or its ``[[tuning]]`` entries (each named), in spec order.
+
+    Args:
+        value: the spec's ``tuning`` (a table, a list of tables, or None).
+        chosen_tables: the spec's ``[tuning_chosen]`` (entry name -> agent -> config), or None.
+        trainable: the trained agents by name (their classes).
+        problems: where the problems go (the caller reports them all at once).
+    """
+    if value is None:
+        if chosen_tables is not None:
+            problems.append(f"[{CHOSEN_TABLE}] without [[tuning]] entries; remove it")
+        return []
+    if isinstance(value, dict):
+        if chosen_tables is not None:
+            problems.append(
+                f"[{CHOSEN_TABLE}] belongs to [[tuning]] entries; a single [tuning] table keeps "
+                "its choice in [tuning.chosen]: remove it"
+            )
+        tuning = read_tuning(value, trainable=trainable, problems=problems)
+        return [tuning] if tuning is not None else []
+    if not isinstance(value, list) or not value:
+        problems.append("tuning must be a [tuning] table or [[tuning]] entries")
+        return []
+    if chosen_tables is None:
+        chosen_tables = {}
+    if not isinstance(chosen_tables, dict):
+        problems.append(f"[{CHOSEN_TABLE}] must map [[tuning]] names to tables (--select)")
+        chosen_tables = {}
+    tunings: list[Tuning] = []
+    names: list[str] = []
+    for i, table in enumerate(value):
+        name = table.get("name") if isinstance(table, dict) else None
+        if not isinstance(name, str) or not _NAME.match(name):
+            problems.append(
+                f'[[tuning]] #{i + 1}: needs name = "<name>" (letters, digits, "_", "-", "."; '
+                f"it names the protocol's run dirs and its group), got {name!r}"
+            )
+            continue
+        if name in names:
+            problems.append(
+                f"[[tuning]] #{i + 1}: duplicate name {name!r}; give each [[tuning]] entry its "
+                "own name"
+            )
+            continue
+        names.append(name)
+        tuning = read_tuning(
+            table,
+            trainable=trainable,
+            problems=problems,
+            name=name,
+            chosen=chosen_tables.get(name),
+        )
+        if tuning is not None:
+            tunings.append(tuning)
+    stray = sorted(set(chosen_tables) - set(names))
+    if stray:
+        problems.append(
+            f"[{CHOSEN_TABLE}]: {stray} name no [[tuning]] entry (its entries: {names}); remove "
+            "them"
+        )
+    return tunings
 
 
 def check_evaluation_seeds(
@@ -353,9 +496,10 @@ def check_evaluation_seeds(
     """An evaluation group's seeds must be disjoint from the tuning seeds."""
     overlap = sorted(set(seeds) & tuning.seeds)
     if overlap:
+        whose = f" of {tuning.where} on {tuning.task}" if tuning.entry else ""
         problems.append(
-            f"{where}: evaluation seeds {overlap} are tuning seeds; evaluate on seeds the tuning "
-            f"never saw (tuning seeds: {sorted(tuning.seeds)})"
+            f"{where}: evaluation seeds {overlap} are tuning seeds{whose}; evaluate on seeds the "
+            f"tuning never saw (tuning seeds: {sorted(tuning.seeds)})"
         )
 
 
@@ -369,6 +513,8 @@ class Selection:
     index: int
     scores: list[float]
     """Per configuration, the mean over tuning seeds of the rule's score."""
+    tuning: str = TUNING_GROUP
+    """The name of the protocol that chose it."""
 
 
 def run_scores(
@@ -415,7 +561,7 @@ def select(
     if problems:
         raise ValueError(
             f"cannot select yet ({len(problems)} problem(s)); run the tuning cells first "
-            "(`agentbench-poad study SPEC --group tuning`):\n"
+            f"(`agentbench-poad study SPEC --group {tuning.group}`):\n"
             + "\n".join(f"  - {p}" for p in problems)
         )
     selections = []
@@ -428,7 +574,9 @@ def select(
         for i, value in enumerate(means):
             if value > means[best]:  # strict: ties go to the earlier configuration
                 best = i
-        selections.append(Selection(agent, dict(search.configurations[best]), best, means))
+        selections.append(
+            Selection(agent, dict(search.configurations[best]), best, means, tuning.name)
+        )
     return selections
 
 
@@ -508,5 +656,81 @@ def write_chosen(spec_path: Path, tuning: Tuning, selections: Sequence[Selection
     lines.append("[tuning.chosen]")
     lines += [f"{_toml_key(a)} = {_toml_value(c)}" for a, c in chosen.items()]
     lines.append(_END)
+    spec_path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    return True
+
+
+_BEGIN_ENTRIES = (
+    f"# -- [{CHOSEN_TABLE}]: written by `agentbench-poad study SPEC --select`; do not edit --"
+)
+_END_ENTRIES = f"# -- end of [{CHOSEN_TABLE}] --"
+
+
+def write_chosen_all(
+    spec_path: Path, tunings: Sequence[Tuning], selections: dict[str, Sequence[Selection]]
+) -> bool:
+    """Write the selections of ``[[tuning]]`` entries into the spec's ``[tuning_chosen.<name>]``
+    tables; returns whether the spec changed.
+
+    ``selections`` maps entry names to their selections (the entries whose runs are complete);
+    the other entries keep what the spec chose for them. A TOML spec keeps its text and
+    comments: the tables go into one marked block at the end (replaced when it exists). A JSON
+    spec is rewritten. A single ``[tuning]`` table goes through :func:`write_chosen`.
+
+    Raises:
+        ValueError: the spec already chose another configuration for an agent of an entry, or
+            a name that is no entry.
+    """
+    by_name = {t.name: t for t in tunings if t.entry}
+    unknown = sorted(set(selections) - set(by_name))
+    if unknown:
+        raise ValueError(f"{unknown} name no [[tuning]] entry of {spec_path}")
+    changed = []
+    new: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, tuning in by_name.items():
+        chosen = dict(tuning.chosen)
+        for s in selections.get(name, ()):
+            old = tuning.chosen.get(s.agent)
+            if old is not None and old != s.chosen:
+                changed.append(f"{name} {s.agent}: spec {old}, tuning runs now {s.chosen}")
+            chosen[s.agent] = s.chosen
+        if chosen:
+            new[name] = chosen
+    if changed:
+        raise ValueError(
+            "the spec already chose other configurations ("
+            + "; ".join(changed)
+            + "); the tuning runs changed after the selection. Restore them, or remove the "
+            f"[{CHOSEN_TABLE}] block and every record trained with it"
+        )
+    if all(new.get(name, {}) == t.chosen for name, t in by_name.items()):
+        return False
+    text = spec_path.read_text(encoding="utf-8")
+    if spec_path.suffix == ".json":
+        spec = json.loads(text)
+        spec[CHOSEN_TABLE] = new
+        spec_path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
+        return True
+    if _BEGIN_ENTRIES not in text and tomlcompat.loads(text).get(CHOSEN_TABLE) is not None:
+        raise ValueError(
+            f"{spec_path} has a hand-written [{CHOSEN_TABLE}]; remove it and run --select again"
+        )
+    if _BEGIN_ENTRIES in text:
+        head, _, rest = text.partition(_BEGIN_ENTRIES)
+        _, _, tail = rest.partition(_END_ENTRIES)
+        text = head.rstrip("\n") + "\n" + tail.lstrip("\n")
+    lines = [_BEGIN_ENTRIES]
+    for name, chosen in new.items():
+        tuning = by_name[name]
+        if selections.get(name):
+            lines.append(
+                f"# {name}: rule {tuning.selection}; score per configuration (mean over seeds):"
+            )
+            for s in selections[name]:
+                scores = ", ".join(f"config{i} {v:.4f}" for i, v in enumerate(s.scores))
+                lines.append(f"#   {s.agent}: {scores} -> config{s.index}")
+        lines.append(f"[{CHOSEN_TABLE}.{_toml_key(name)}]")
+        lines += [f"{_toml_key(a)} = {_toml_value(c)}" for a, c in chosen.items()]
+    lines.append(_END_ENTRIES)
     spec_path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
     return True
