@@ -244,18 +244,33 @@ def _chosen_text(chosen: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(chosen.items()))
 
 
-def tuning_table(spec: Path, out: Path) -> str:
+def tuning_table(spec: Path, out: Path, name: str | None = None) -> str:
     """A study's tuning from its committed runs: per agent and configuration, the selection
     rule's score of each tuning seed's run and their mean, the policy steps the KL guard skipped
-    over those runs, and which configuration the spec chose (``[tuning.chosen]``). A run not
-    finished yet shows "--" and adds no policy steps."""
+    over those runs, and which configuration the spec chose (``[tuning.chosen]``, or
+    ``[tuning_chosen.NAME]`` for a ``[[tuning]]`` entry). A run not finished yet shows "--" and
+    adds no policy steps. ``name`` picks one of several ``[[tuning]]`` protocols (needed when
+    the spec has more than one)."""
     from agentbench_poad.leaderboard.from_run import read_policy_steps
     from agentbench_poad.study import load_study
     from agentbench_poad.study.run import tuning_run_done
     from agentbench_poad.study.tuning import run_scores
 
     study = load_study(spec, out=out)
-    tuning = study.tuning
+    protocols = {t.name: t for t in study.tunings}
+    if name is not None:
+        if name not in protocols:
+            raise ValueError(
+                f"docs: {spec} has no tuning protocol {name!r}; it has {', '.join(protocols)}"
+            )
+        tuning = protocols[name]
+    elif len(protocols) > 1:
+        raise ValueError(
+            f"docs: {spec} has several tuning protocols ({', '.join(protocols)}): name one, "
+            "tuning:SPEC:OUT:NAME"
+        )
+    else:
+        tuning = study.tuning or next(iter(protocols.values()), None)
     if tuning is None:
         raise ValueError(f"docs: {spec} has no [tuning] table")
     scores, _ = run_scores(tuning, study.out, is_done=tuning_run_done(study))

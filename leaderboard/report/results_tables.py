@@ -77,8 +77,9 @@ def fill(
 ) -> str:
     """``text`` with every marked region replaced by its generated table.
 
-    A region ``tuning:SPEC:OUT`` is a study's tuning table (:func:`tuning_table`), SPEC and OUT
-    relative to ``root`` (default: the current directory).
+    A region ``tuning:SPEC:OUT`` (or ``tuning:SPEC:OUT:NAME``, one of several ``[[tuning]]``
+    protocols) is a study's tuning table (:func:`tuning_table`), SPEC and OUT relative to
+    ``root`` (default: the current directory).
 
     Raises:
         ValueError: a region names a table the records cannot give.
@@ -87,10 +88,11 @@ def fill(
 
     def replace(match: re.Match[str]) -> str:
         name = match.group("name")
-        if name.startswith("tuning:") and name.count(":") == 2:
-            _, spec, out = name.split(":")
+        if name.startswith("tuning:") and name.count(":") in (2, 3):
+            _, spec, out, *protocol = name.split(":")
             base = Path.cwd() if root is None else Path(root)
-            return f"{match.group(1)}{tuning_table(base / spec, base / out)}\n{match.group(4)}"
+            table = tuning_table(base / spec, base / out, *protocol)
+            return f"{match.group(1)}{table}\n{match.group(4)}"
         if name not in available:
             raise ValueError(
                 f"docs: a results-tables region names {name!r}, which the records do not give; "
