@@ -426,3 +426,23 @@ def test_one_protocol_trained_selected_and_its_record_added(tiny_model, tmp_path
     claimed["training"]["config_source"]["tuning"]["name"] = "cook"  # chose nothing yet
     with pytest.raises(RecordError, match="chose no configuration"):
         add_record(claimed, store, replace=True)
+
+
+def test_tuning_table_names_one_of_several_protocols(tmp_path):
+    """The docs' tuning table picks a protocol by name; without one it refuses to guess."""
+    from agentbench_poad.leaderboard.report.fair_tables import tuning_table
+    from agentbench_poad.study import load_study
+
+    spec = write(tmp_path / "s.json", two_protocol_spec("tiny"))
+    out = tmp_path / "out"
+    study = load_study(spec, out=out)
+    fake_finished_runs(study, "tuning/dsc", returns=lambda index, seed: [0, 0, index, seed - 2000])
+    table = tuning_table(spec, out, "dsc")
+    rows = [line for line in table.splitlines() if line.startswith("| poad")]
+    assert len(rows) == 4  # the 2 x 2 grid, each configuration scored from its runs
+    assert "| 0.000 | 0.333 |" in rows[0] and "| 0.333 | 0.667 |" in rows[1]
+    assert "--" in tuning_table(spec, out, "cook").splitlines()[-1]  # cook has no runs yet
+    with pytest.raises(ValueError, match="several tuning protocols"):
+        tuning_table(spec, out)
+    with pytest.raises(ValueError, match="no tuning protocol 'nope'"):
+        tuning_table(spec, out, "nope")
