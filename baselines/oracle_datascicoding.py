@@ -47,6 +47,9 @@ class DataSciCodingOracle:
 
     def __init__(self, body: str = "logistic") -> None:
         self.body = ORACLE_BODIES.get(body, body)
+        if body != "logistic":
+            # Another body is another row: its record must not replace the default's anchor.
+            self.name = f"scripted-{body if body in ORACLE_BODIES else 'custom'}"
 
     def act(self, observation: str, available_actions: Sequence[str] | None) -> str:
         return self.body

@@ -475,3 +475,16 @@ def test_docker_backend_scores_like_process(sandbox_image):
         _, rewards[sandbox], terminated, _, info = env.step(LOGISTIC)
         assert terminated and info["sandbox_backend"] == sandbox, info["failure_message"]
     assert rewards["docker"] == pytest.approx(rewards["process"], abs=1e-9)
+
+
+def test_scripted_bodies_other_than_the_default_are_other_rows():
+    """The default body is the board's "scripted" anchor; another body gets a name of its own,
+    so its record (e.g. a study's default-classifier baseline) never replaces the anchor."""
+    from agentbench_poad.baselines.oracle_datascicoding import ORACLE_BODIES, DataSciCodingOracle
+    from agentbench_poad.leaderboard.records import ANCHOR_AGENTS
+
+    assert DataSciCodingOracle().name == "scripted" in ANCHOR_AGENTS
+    assert DataSciCodingOracle("forest").name == "scripted-forest" not in ANCHOR_AGENTS
+    assert DataSciCodingOracle("forest").body == ORACLE_BODIES["forest"]
+    custom = DataSciCodingOracle("model = 1")
+    assert custom.name == "scripted-custom" and custom.body == "model = 1"
