@@ -292,25 +292,21 @@ def probe(args: argparse.Namespace, out: Path | None, model: str) -> dict[str, A
                     "--batch, or write to a new --out"
                 )
             print(f"{args.model} {key} (chat_template={chat})", flush=True)
-            try:
-                run_cell(
-                    policy,
-                    cell["env_id"],
-                    style,
-                    cell,
-                    args.samples,
-                    args.batch,
-                    args.sandbox,
-                    save,
-                )
-            except StaleCell:
+
+            for restarted in (False, True):
+                try:
+                    run_cell(
+                        policy, cell["env_id"], style, cell, args.samples, args.batch,
+                        args.sandbox, save,
+                    )  # fmt: skip
+                    break
+                except StaleCell:
+                    if restarted:  # a fresh cell cannot be stale
+                        raise
                 # Attempts on an older prompt say nothing about this one: kept apart, not mixed.
                 stale = results.setdefault("stale_cells", {}).setdefault(key, [])
                 stale.append({k: v for k, v in cell.items() if k != "attempts"})
-                print(
-                    f"  {key}: the env's prompt changed since these attempts; restarting",
-                    flush=True,
-                )
+                print(f"  {key}: the env's prompt changed since these attempts; restarting")
                 fresh = {k: v for k, v in cell.items() if k in FRESH_KEYS}
                 cells[key] = cell = {
                     **fresh,
@@ -319,16 +315,6 @@ def probe(args: argparse.Namespace, out: Path | None, model: str) -> dict[str, A
                     "programs": [],
                 }
                 save()
-                run_cell(
-                    policy,
-                    cell["env_id"],
-                    style,
-                    cell,
-                    args.samples,
-                    args.batch,
-                    args.sandbox,
-                    save,
-                )
     save()
     return results
 

@@ -116,3 +116,27 @@ def test_a_shared_prompt_prefill_generates_what_the_policy_generates(tiny_model_
         assert [s.token_ids for s in got] == [s.token_ids for s in want]
         for a, b in zip(got, want):
             assert a.token_log_probs == pytest.approx(b.token_log_probs, abs=1e-5)
+
+
+def test_a_cell_sampled_from_another_prompt_is_set_apart_and_measured_again(tmp_path, monkeypatch):
+    """Attempts made on an older prompt (the style changed since) are never mixed with new ones:
+    the cell moves to ``stale_cells`` with its summary and is measured again from attempt 0."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "probe.json"
+    common = ["--smoke", "--batch", "1", "--samples", "2", "--out", str(out)]
+    assert probe.main(common) == 0
+    data = json.loads(out.read_text())
+    key = sorted(data["cells"])[0]
+    old = data["cells"][key]
+    old["prompt"] = "an older prompt"
+    old["attempts"][0]["tokens"] = -1  # a mark that must not survive the restart
+    out.write_text(json.dumps(data))
+    assert probe.main(common) == 0
+    again = json.loads(out.read_text())
+    stale = again["stale_cells"][key]
+    assert len(stale) == 1 and stale[0]["prompt"] == "an older prompt"
+    assert "attempts" not in stale[0] and stale[0]["summary"]["n"] == 2
+    cell = again["cells"][key]
+    assert cell["prompt"] != "an older prompt" and len(cell["attempts"]) == 2
+    assert all(a["tokens"] >= 0 for a in cell["attempts"])
+    assert set(again["stale_cells"]) == {key}  # the other cells were resumed, not restarted

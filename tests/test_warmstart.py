@@ -192,33 +192,15 @@ def test_cli_checks_before_loading(tmp_path):
             timeout=120,
         )
 
-    done = run(
-        "build",
-        "--model",
-        "nowhere",
-        "--style",
-        "paper",
-        "--chat-template",
-        "off",
-        "--out",
-        str(tmp_path / "w"),
-        "--datasets",
-        "wine,iris",
-    )
+    def build(datasets: str):
+        return run(
+            "build", "--model", "nowhere", "--style", "paper", "--chat-template", "off",
+            "--out", str(tmp_path / "w"), "--datasets", datasets,
+        )  # fmt: skip
+
+    done = build("wine,iris")
     assert done.returncode == 2 and "iris are evaluation datasets" in done.stderr
-    done = run(
-        "build",
-        "--model",
-        "nowhere",
-        "--style",
-        "paper",
-        "--chat-template",
-        "off",
-        "--out",
-        str(tmp_path / "w"),
-        "--datasets",
-        "atlantis",
-    )
+    done = build("atlantis")
     assert done.returncode == 2 and "unknown atlantis" in done.stderr
     done = run("info", str(tmp_path))
     assert done.returncode == 2 and "is not a warm start" in done.stderr
