@@ -13,25 +13,13 @@ import pytest
 
 from agentbench_poad.study import StudyError, load_study, run_study, select_configs
 from agentbench_poad.study.run import select_all
+from tests.test_study_tuning import GRID, SMALL  # the single-protocol tests' tiny settings
 
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK_A = "CaseStudy-Microwave-v0"
 TASK_B = "CaseStudy-MicrowaveClose-v0"
-SMALL = dict(
-    num_envs=2,
-    rollout_length=3,
-    epochs=1,
-    num_minibatches=2,
-    critic_lr=1e-3,
-    critic_hidden_sizes=[16, 16],
-    eval_every=1,
-    eval_episodes=2,
-    eval_greedy=False,
-    keep_checkpoints=1,
-)
-GRID = {"lr": [1e-3, 5e-2], "target_kl": [0.02, 1.0]}
 CONFIGS = [
     {"lr": 1e-3, "target_kl": 0.02},
     {"lr": 1e-3, "target_kl": 1.0},
