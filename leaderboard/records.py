@@ -81,13 +81,23 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
 
 
+def model_label(base_model: str) -> str:
+    """How a record id names its base model: a named model or hub id by its last part, a merged
+    warm start (``warmstarts/NAME/model``, docs/warmstart.md) by its warm start's name."""
+    from agentbench_poad.warmstart.sft import warm_start_of
+
+    path = Path(base_model.rstrip("/"))
+    warm = warm_start_of(path) if path.is_dir() else None
+    return str(warm["warm_start"]) if warm else path.name
+
+
 def make_record_id(
     env_id: str, agent_name: str, base_model: str | None = None, suffix: str | None = None
 ) -> str:
     """``<env id>__<agent>[__<model>][__<suffix>]``: stable, so re-adding replaces, not duplicates."""
     parts = [env_id, agent_name]
     if base_model:
-        parts.append(Path(base_model.rstrip("/")).name)
+        parts.append(model_label(base_model))
     if suffix:
         parts.append(suffix)
     return "__".join(slug(p) for p in parts)

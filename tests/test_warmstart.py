@@ -172,6 +172,11 @@ def test_merged_model_names_its_warm_start_and_a_tampered_adapter_is_refused(war
     assert note["adapter_sha256"] == read_manifest(warm_start)["adapter_sha256"]
     assert merged_model(warm_start, progress=False) == model  # reused, not remade
     entry = base_weights_entry(str(model))
+    from agentbench_poad.leaderboard.records import make_record_id
+
+    # a record id names the warm start, not the folder every warm start's model lives in
+    assert make_record_id("E-v0", "base-chat", str(model)) == f"E-v0__base-chat__{warm_start.name}"
+    assert make_record_id("E-v0", "poad", "smollm2-135m") == "E-v0__poad__smollm2-135m"
     assert entry["warm_start"]["name"] == warm_start.name
     assert entry["warm_start"]["adapter_sha256"] == note["adapter_sha256"]
 
