@@ -23,6 +23,10 @@ import pytest
 from agentbench_poad.sandbox import Backend, FailureCategory, Limits, SandboxResult, get_backend
 
 SHORT = Limits(wall_time_s=4, memory_mb=512, pids=32, tmpfs_mb=32, output_mb=4, log_bytes=2000)
+#: For attacks that must end in an exception, not a timeout: a program that walks /proc can take
+#: more than SHORT's 4 s on 2 loaded cores (the full suite beside a Ray pool), and a timeout
+#: there would fail the test without saying anything about what it checks.
+ROOMY = replace(SHORT, wall_time_s=60)
 SANDBOX_UID = 65534
 PACKAGE_FILE = Path(__file__).resolve().parents[1] / "agentbench_poad" / "sandbox" / "api.py"
 
@@ -355,6 +359,7 @@ def test_environment_is_scrubbed(backend: Backend, monkeypatch: pytest.MonkeyPat
                     pass
             return os.environ["ABP_SANDBOX_TEST_SECRET"]
     """,
+        limits=ROOMY,
     )
     assert result.category is FailureCategory.EXCEPTION and "KeyError" in result.message
     assert secret not in everything(result)
