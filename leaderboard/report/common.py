@@ -148,7 +148,10 @@ def agent_label(record: dict[str, Any], *, source: bool = False) -> str:
     label = record["agent"]["name"]
     base = record["model"].get("base")
     if base:
-        label += f" ({Path(base.rstrip('/')).name})"
+        # a merged warm start is named by the record (model.base_weights.warm_start), not by
+        # its folder, which is "model" for every warm start (docs/warmstart.md)
+        warm = ((record["model"].get("base_weights") or {}).get("warm_start") or {}).get("name")
+        label += f" ({warm or Path(base.rstrip('/')).name})"
     trained_on = (record.get("training") or {}).get("env_id")
     if trained_on and (source or trained_on != record["env"]["id"]):
         label += f" [trained on {trained_on}]"
