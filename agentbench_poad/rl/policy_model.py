@@ -43,6 +43,14 @@ def _forward_accepts(model: torch.nn.Module, name: str) -> bool:
         return False
 
 
+def chat_prompt_text(tokenizer: Any, prompt: str) -> str:
+    """``prompt`` as a user turn followed by the assistant header (what a policy with
+    ``chat_template`` reads; also what a warm start trains on, agentbench_poad.warmstart)."""
+    return tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+    )
+
+
 class _StateCache:
     """Least-recently-used hidden states ``(T, H)`` under a budget of ``T`` summed over entries.
 
@@ -369,11 +377,7 @@ class PolicyModel(torch.nn.Module):
     def prompt_text(self, prompt: str) -> str:
         """The text the model reads for ``prompt``: the prompt itself, or with
         ``chat_template`` the prompt as a user turn followed by the assistant header."""
-        if not self.chat_template:
-            return prompt
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-        )
+        return chat_prompt_text(self.tokenizer, prompt) if self.chat_template else prompt
 
     def encode_prompt(self, prompt: str) -> list[int]:
         """The prompt's token ids, with the tokenizer's special tokens (BOS; a chat template

@@ -65,17 +65,6 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
     return manifest
 
 
-def _prompt_text(tokenizer: Any, chat_template: bool):
-    def text(observation: str) -> str:
-        if not chat_template:
-            return observation
-        return tokenizer.apply_chat_template(
-            [{"role": "user", "content": observation}], tokenize=False, add_generation_prompt=True
-        )
-
-    return text
-
-
 def train_warm_start(
     model: str,
     out: str | os.PathLike,
@@ -106,6 +95,7 @@ def train_warm_start(
     from agentbench_poad.errors import require
     from agentbench_poad.models.loading import load_causal_lm
     from agentbench_poad.models.reference import model_reference
+    from agentbench_poad.rl.policy_model import chat_prompt_text
 
     out = Path(out)
     if (out / MANIFEST).exists():
@@ -116,7 +106,7 @@ def train_warm_start(
 
     base, tokenizer = load_causal_lm(model, dtype="float32", device="cpu", progress=progress)
     examples = build_examples(
-        _prompt_text(tokenizer, chat_template),
+        (lambda text: chat_prompt_text(tokenizer, text)) if chat_template else str,
         style=style,
         programs_per_dataset=programs_per_dataset,
         seed=seed,
@@ -174,7 +164,6 @@ def train_warm_start(
         ]
         out.mkdir(parents=True, exist_ok=True)
         trainer.model.save_pretrained(out / ADAPTER)
-    import peft as peft_mod
     import transformers
 
     manifest = {
@@ -209,7 +198,7 @@ def train_warm_start(
         "train_seconds": result.metrics.get("train_runtime"),
         "versions": {
             "trl": trl.__version__,
-            "peft": peft_mod.__version__,
+            "peft": peft.__version__,
             "transformers": transformers.__version__,
         },
         "adapter_sha256": adapter_sha256(out),
