@@ -434,3 +434,15 @@ def test_tuning_table_names_one_of_several_protocols(tmp_path):
         tuning_table(spec, out)
     with pytest.raises(ValueError, match="no tuning protocol 'nope'"):
         tuning_table(spec, out, "nope")
+
+
+def test_group_tuning_selects_every_protocol_and_one_protocol_by_its_name(tmp_path):
+    study = load_study(write(tmp_path / "s.json", two_protocol_spec("tiny")), out=tmp_path / "o")
+    every = study.select(["tuning"])
+    assert every.groups == ["tuning/cook", "tuning/dsc"]
+    assert {c.group for c in every.cells} == {"tuning/cook", "tuning/dsc"}
+    assert len(every.cells) == len([c for c in study.cells if c.group.startswith("tuning/")])
+    one = study.select(["tuning/dsc"])
+    assert one.groups == ["tuning/dsc"] and {c.group for c in one.cells} == {"tuning/dsc"}
+    with pytest.raises(StudyError, match="no group"):
+        study.select(["tun"])  # a prefix of a name, not of a path: refused

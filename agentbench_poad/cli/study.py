@@ -63,7 +63,8 @@ def add_parser(subparsers) -> None:
         metavar="NAME",
         help="only this spec group's cells and evaluations (repeatable; a group without a name "
         "is #N, its place in the spec); e.g. --group base-model to measure the base model "
-        "before any training. The whole spec is still checked",
+        "before any training; a prefix selects the groups under it (--group tuning: every "
+        "[[tuning]] entry's tuning/<name>). The whole spec is still checked",
     )
     p.add_argument("--no-eval", action="store_true", help="train only; evaluate later")
     p.add_argument(

@@ -161,15 +161,26 @@ class Study:
     def select(self, groups: Sequence[str]) -> Study:
         """The study restricted to the named groups' cells and evaluations.
 
+        A name that is not a group but the prefix of some (``tuning`` for the groups
+        ``tuning/<name>`` of several ``[[tuning]]`` entries) selects every group under it.
+
         Raises:
-            StudyError: a name that is not one of :attr:`groups`.
+            StudyError: a name that is neither one of :attr:`groups` nor a prefix of one.
         """
-        unknown = [g for g in groups if g not in self.groups]
+        chosen: set[str] = set()
+        unknown = []
+        for name in groups:
+            under = (
+                [name] if name in self.groups
+                else [g for g in self.groups if g.startswith(name.rstrip("/") + "/")]
+            )
+            if not under:
+                unknown.append(name)
+            chosen.update(under)
         if unknown:
             raise StudyError(
                 f"study {self.name} has no group(s) {unknown}; its groups are {self.groups}"
             )
-        chosen = set(groups)
         evals = [t for t in self.evals if t.group in chosen]
         return Study(
             self.name,
