@@ -171,7 +171,8 @@ class Study:
         unknown = []
         for name in groups:
             under = (
-                [name] if name in self.groups
+                [name]
+                if name in self.groups
                 else [g for g in self.groups if g.startswith(name.rstrip("/") + "/")]
             )
             if not under:
