@@ -257,4 +257,4 @@ def test_a_constructed_trained_row_below_random_is_flagged_and_one_above_is_not(
 def test_committed_page_quotes_the_p_values():
     """The tables carry the exact p beside the bootstrap CI."""
     text = RESULTS_MD.read_text(encoding="utf-8")
-    assert text.count("| exact p | verdict |") == 2  # the comparison and the credit tables
+    assert text.count("| exact p | verdict |") == 3  # comparison, credit and long-action margins

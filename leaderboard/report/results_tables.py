@@ -17,7 +17,10 @@ Tables (NAME): per env, the rows of our records (``env:<env id>``) and the learn
 (``table1``); the comparison with POAD with its verdict words (``comparison``); credit
 assignment pair by pair, e.g. GiGPO against POAD, with the same statistics (``credit``); the
 KL guard's policy steps taken and skipped per training (``guard``); a study's tuning
-from its runs (``tuning:SPEC:OUT``, paths relative to the repository root). The record tables
+from its runs (``tuning:SPEC:OUT``, paths relative to the repository root); one agent's margin
+over another env by env and where actions are long against where they are not
+(``margins:A-B`` or ``margins:A-B:ENV,ENV``), and the best code found against a fixed baseline
+(``best-code:BASELINE``), in :mod:`.long_actions`. The record tables
 live in :mod:`.record_tables`, the fair comparison's in :mod:`.fair_tables`; this module finds
 the regions, fills them and is the command.
 """
@@ -31,6 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentbench_poad.core import display_safe
 from agentbench_poad.leaderboard.report.common import Inputs
 from agentbench_poad.leaderboard.report.fair_tables import (
     CREDIT_PAIRS,
@@ -39,6 +43,7 @@ from agentbench_poad.leaderboard.report.fair_tables import (
     guard_table,
     tuning_table,
 )
+from agentbench_poad.leaderboard.report.long_actions import best_code_table, margin_table
 from agentbench_poad.leaderboard.report.paper import PaperResults, as_paper
 from agentbench_poad.leaderboard.report.record_tables import curves_table, env_table, table1
 from agentbench_poad.leaderboard.report.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
@@ -53,8 +58,6 @@ def tables(
     records: Sequence[dict[str, Any]], paper: PaperResults | None = None
 ) -> dict[str, Callable[[], str]]:
     """Every table :func:`write` can fill, by name (computed when called)."""
-    from agentbench_poad.core import display_safe
-
     inputs = Inputs(display_safe(list(records)), as_paper(paper))
     found: dict[str, Callable[[], str]] = {
         "table1": lambda: table1(inputs),
@@ -62,6 +65,16 @@ def tables(
         "credit": lambda: credit_table(inputs),
         "guard": lambda: guard_table(inputs),
     }
+    for a, b in CREDIT_PAIRS:
+        found[f"margins:{a}-{b}"] = lambda a=a, b=b: margin_table(inputs, a, b)
+    for name in sorted(
+        {
+            r["agent"]["name"].lower()
+            for r in inputs.records
+            if r["env"].get("open_action") and not r.get("training")
+        }
+    ):
+        found[f"best-code:{name}"] = lambda n=name: best_code_table(inputs, n)
     for env_id in sorted(inputs.by_env):
         found[f"env:{env_id}"] = lambda e=env_id: env_table(e, inputs)
         if any(r.get("learning_curve") for r in inputs.by_env[env_id]):
@@ -86,6 +99,12 @@ def fill(
     """
     available = tables(records, paper)
 
+    def _margins(pair: str, env_ids: Sequence[str]) -> str:
+        a, _, b = pair.partition("-")
+        if not a or not b:
+            raise ValueError(f"docs: a margins region names {pair!r}; write it margins:A-B[:ENVS]")
+        return margin_table(Inputs(display_safe(list(records)), as_paper(paper)), a, b, env_ids)
+
     def replace(match: re.Match[str]) -> str:
         name = match.group("name")
         if name.startswith("tuning:") and name.count(":") in (2, 3):
@@ -93,6 +112,9 @@ def fill(
             base = Path.cwd() if root is None else Path(root)
             table = tuning_table(base / spec, base / out, *protocol)
             return f"{match.group(1)}{table}\n{match.group(4)}"
+        if name.startswith("margins:") and name.count(":") == 2:
+            _, pair, envs = name.split(":")
+            return f"{match.group(1)}{_margins(pair, envs.split(','))}\n{match.group(4)}"
         if name not in available:
             raise ValueError(
                 f"docs: a results-tables region names {name!r}, which the records do not give; "

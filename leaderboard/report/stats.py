@@ -7,7 +7,8 @@ Statistical Precipice", NeurIPS 2021), not from a bootstrap written here:
   CI (:func:`iqm_estimate`);
 * the difference of two agents' IQMs with its CI, the runs of each agent resampled
   independently (:func:`iqm_difference`);
-* the probability of improvement P(X > Y) with its CI (:func:`probability_of_improvement`);
+* the probability of improvement P(X > Y) with its CI (:func:`probability_of_improvement`),
+  and the gap between two such probabilities on two tasks (:func:`improvement_gap`);
 * performance profiles, the fraction of runs whose score exceeds each threshold
   (:func:`performance_profile`).
 
@@ -190,6 +191,47 @@ def probability_of_improvement(
     the Mann-Whitney U statistic over both samples), with its 95 % CI."""
     return _improvement_cached(
         tuple(float(v) for v in x), tuple(float(v) for v in y), seed, resamples
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _improvement_gap_cached(
+    x1: tuple[float, ...],
+    y1: tuple[float, ...],
+    x2: tuple[float, ...],
+    y2: tuple[float, ...],
+    seed: int,
+    resamples: int,
+) -> Estimate:
+    samples = [_runs(v) for v in (x1, y1, x2, y2)]
+    point = improvement(samples[0], samples[1]) - improvement(samples[2], samples[3])
+    runs = min(len(v) for v in (x1, y1, x2, y2))
+    if runs < 2:
+        return Estimate(point, None, None, runs)
+    _, low, high = _interval(
+        samples,
+        lambda a, b, c, d: np.array([improvement(a, b) - improvement(c, d)]),
+        seed,
+        resamples,
+    )
+    return Estimate(point, low, high, runs)
+
+
+def improvement_gap(
+    x1: Sequence[float],
+    y1: Sequence[float],
+    x2: Sequence[float],
+    y2: Sequence[float],
+    *,
+    seed: int = BOOTSTRAP_SEED,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+) -> Estimate:
+    """P(X1 > Y1) − P(X2 > Y2) with a 95 % CI, each of the four samples of seeds resampled
+    independently: how much larger one pair's margin is on one task than on another. P(X > Y)
+    is free of the tasks' score scales (an AUC against a dish count), which a difference of
+    score differences is not; ``runs`` is the smallest sample."""
+    return _improvement_gap_cached(
+        *(tuple(float(v) for v in s) for s in (x1, y1, x2, y2)), seed, resamples
     )
 
 
