@@ -62,17 +62,22 @@ __all__ = [
     "MAX_EPISODE_STEPS",
     "RESET_SEED_RULE",
     "RESET_SEED_STRIDE",
+    "DEADLINE_REASONS",
     "AgentTimeout",
     "CellResult",
     "EpisodeResult",
     "EvaluationRequest",
     "call_with_deadline",
+    "deadline_cuts",
     "env_discount",
     "env_rules",
     "evaluate_cell",
     "reset_seed",
 ]
 
+#: How a failed episode's reason begins when the per-call deadline cut it (not the agent's own
+#: fault: a loaded machine can cause it), e.g. "agent timed out at step 3: ...".
+DEADLINE_REASONS = ("agent timed out", "agent reset timed out")
 #: Episode ``i`` of seed ``s`` resets with ``s * RESET_SEED_STRIDE + i``.
 RESET_SEED_STRIDE = 100_000
 #: The seed rule as records state it.
@@ -124,6 +129,19 @@ class AgentTimeout(Exception):
 
 
 # -- the deadline --------------------------------------------------------------------------------
+def deadline_cuts(record: Mapping[str, Any]) -> int:
+    """Episodes of a record (its ``scores.per_seed[*].episodes``) that the per-call deadline
+    ended (:data:`DEADLINE_REASONS`): how many of its scores depend on the machine's load rather
+    than on the agent. The tables do not compare such a record
+    (``leaderboard.report.comparison.budget_difference``)."""
+    return sum(
+        1
+        for seed in record["scores"]["per_seed"]
+        for e in seed.get("episodes") or ()
+        if e.get("failed") and str(e.get("reason") or "").startswith(DEADLINE_REASONS)
+    )
+
+
 class _Worker:
     """One daemon thread that runs calls handed to it; reused while it never hangs.
 
@@ -538,7 +556,7 @@ def _play_batch(
     try:
         call_with_deadline(reset_agent, (agent, seeds[0]), timeout)
     except AgentTimeout as exc:
-        reset_fault, hung = f"agent reset timed out: {exc}", True
+        reset_fault, hung = f"{DEADLINE_REASONS[1]}: {exc}", True
     except Exception as exc:  # noqa: BLE001 - a user agent may raise anything
         reset_fault = f"agent reset raised {type(exc).__name__}: {exc}"
     running = []
@@ -570,7 +588,7 @@ def _play_batch(
         except AgentTimeout as exc:
             hung = True
             for k in live:
-                running[k].fail(f"agent timed out at step {step}: {exc}")
+                running[k].fail(f"{DEADLINE_REASONS[0]} at step {step}: {exc}")
             break
         except Exception as exc:  # noqa: BLE001 - recorded, the evaluation goes on
             for k in live:

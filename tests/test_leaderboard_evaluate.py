@@ -11,7 +11,7 @@ import pytest
 from agentbench_poad.agents import load_factory
 from agentbench_poad.baselines.random import RandomAgent
 from agentbench_poad.cli import main
-from agentbench_poad.evaluation import RESET_SEED_STRIDE
+from agentbench_poad.evaluation import RESET_SEED_STRIDE, deadline_cuts
 from agentbench_poad.leaderboard import evaluate, load_records, read_record
 from agentbench_poad.leaderboard.protocol import Provenance
 from tests.test_leaderboard_toys import (
@@ -76,6 +76,10 @@ def test_a_hanging_agent_times_out_and_the_next_episode_still_runs():
     assert [e["failed"] for e in episodes] == [True, True]
     assert all("timed out at step 1" in e["reason"] for e in episodes)
     assert all(e["length"] == 1 for e in episodes)  # the first action was played
+    # the deadline's episodes are counted apart from the agent's own faults
+    assert deadline_cuts(record) == 2
+    raising = evaluate(RaisingAgent, CORRIDOR_ID, seeds=[0], episodes=2)[0]
+    assert raising["scores"]["per_seed"][0]["failed_episodes"] == 2 and deadline_cuts(raising) == 0
 
 
 def test_open_action_envs_score_the_final_code():

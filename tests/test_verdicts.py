@@ -258,3 +258,25 @@ def test_committed_page_quotes_the_p_values():
     """The tables carry the exact p beside the bootstrap CI."""
     text = RESULTS_MD.read_text(encoding="utf-8")
     assert text.count("| exact p | verdict |") == 3  # comparison, credit and long-action margins
+
+
+def test_a_record_with_episodes_ended_by_the_deadline_is_named_not_compared():
+    """A score that depends on the machine's load decides no verdict: one episode that the
+    evaluation deadline ended sets the record apart in the comparison and credit tables."""
+    by_id = {r["record_id"]: r for r in load_records(RESULTS)}
+    poad = by_id["Overcooked-TomatoSalad-v0__poad__smollm2-135m"]
+    ntpo = copy.deepcopy(by_id["Overcooked-TomatoSalad-v0__ntpo__smollm2-135m"])
+    row = _table_rows(tables([poad, ntpo])["comparison"]())[0]
+    assert not row[-1].startswith("not compared")
+    episode = ntpo["scores"]["per_seed"][3]["episodes"][0]
+    episode.update(failed=True, reason="agent timed out at step 4: no answer within 60.0 s")
+    row = _table_rows(tables([poad, ntpo])["comparison"]())[0]
+    assert row[-1] == (
+        "not compared: 1 episode(s) of ntpo ended by the evaluation deadline (the machine's "
+        "load can cause it: re-evaluate with action_timeout = 0)"
+    )
+    credit = _table_rows(tables([poad, ntpo])["credit"]())[0]
+    assert credit[-1].startswith("not compared: 1 episode(s) of ntpo")
+    # the agent's own fault is its score, not the machine's: compared as before
+    episode.update(reason="agent raised RuntimeError at step 4: boom")
+    assert not _table_rows(tables([poad, ntpo])["comparison"]())[0][-1].startswith("not compared")

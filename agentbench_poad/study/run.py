@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -203,7 +204,9 @@ def _study_job(job: _TrainJob | EvalTask) -> Any:
 
 
 def _eval_job(task: EvalTask) -> str:
-    """Evaluate one task, write its record; returns the record path."""
+    """Evaluate one task, write its record; returns the record path. A record with episodes
+    that the evaluation's deadline ended is written with a warning (the tables set it apart)."""
+    from agentbench_poad.evaluation import deadline_cuts
     from agentbench_poad.leaderboard.from_run import record_from_runs
     from agentbench_poad.leaderboard.records import write_record
 
@@ -250,6 +253,14 @@ def _eval_job(task: EvalTask) -> str:
             ),
         )
     path = Path(task.records_dir) / f"{record['record_id']}.json"
+    if cut := deadline_cuts(record):
+        print(
+            f"warning: {record['record_id']}: {cut} episode(s) ended by the evaluation deadline "
+            f"({task.action_timeout} s per call); the tables will not compare this record. "
+            "Re-evaluate with action_timeout = 0 in the group's eval table (docs/study.md)",
+            file=sys.stderr,
+            flush=True,
+        )
     supersede(path, task.study)
     write_record(path, record)
     (eval_dir / "done.json").write_text(json.dumps({"record": str(path)}) + "\n")

@@ -90,7 +90,10 @@ def compare(record: dict[str, Any], ref: dict[str, Any]) -> tuple[Estimate, Esti
 def budget_difference(record: dict[str, Any], ref: dict[str, Any]) -> str | None:
     """Why two records of one env are not compared, or None when they may be.
 
-    Both must be evaluated alike (episodes per seed; greedy or sampled). Two trained agents must
+    Both must be evaluated alike (episodes per seed; greedy or sampled), and neither may have
+    episodes that the evaluation's deadline ended
+    (:func:`agentbench_poad.evaluation.deadline_cuts`: a score that depends on the machine's
+    load decides nothing). Two trained agents must
     also have trained for the same env steps and be evaluated on the same seeds (so that, e.g.,
     an earlier study's three-seed row is not set against a fresh ten-seed row); an untrained
     model's evaluation seeds are only episode seeds and may differ.
@@ -98,6 +101,14 @@ def budget_difference(record: dict[str, Any], ref: dict[str, Any]) -> str | None
     p, q = record["protocol"], ref["protocol"]
     t, u = record.get("training") or {}, ref.get("training") or {}
     reasons = []
+    from agentbench_poad.evaluation import deadline_cuts
+
+    for x in (record, ref):
+        if cut := deadline_cuts(x):
+            reasons.append(
+                f"{cut} episode(s) of {x['agent']['name']} ended by the evaluation deadline "
+                "(the machine's load can cause it: re-evaluate with action_timeout = 0)"
+            )
     if p.get("greedy") != q.get("greedy"):
 
         def how(x: dict[str, Any]) -> str:
