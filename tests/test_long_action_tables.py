@@ -158,6 +158,9 @@ def test_a_margins_region_limits_its_envs_and_a_bad_pair_is_refused():
     bad = "margins:poad:Overcooked-TomatoSalad-v0"
     with pytest.raises(ValueError, match="margins:A-B"):
         fill(f"<!-- results-tables: {bad} -->\n<!-- /results-tables: {bad} -->", records)
+    typo = "margins:poad-ntpo:Overcooked-TomatoSalat-v0"
+    with pytest.raises(ValueError, match="TomatoSalat"):
+        fill(f"<!-- results-tables: {typo} -->\n<!-- /results-tables: {typo} -->", records)
 
 
 def test_best_code_stands_beside_the_fixed_baseline_on_the_same_splits():

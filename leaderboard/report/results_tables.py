@@ -103,7 +103,11 @@ def fill(
         a, _, b = pair.partition("-")
         if not a or not b:
             raise ValueError(f"docs: a margins region names {pair!r}; write it margins:A-B[:ENVS]")
-        return margin_table(Inputs(display_safe(list(records)), as_paper(paper)), a, b, env_ids)
+        inputs = Inputs(display_safe(list(records)), as_paper(paper))
+        unknown = [e for e in env_ids if e not in inputs.by_env]
+        if unknown:
+            raise ValueError(f"docs: a margins region names env(s) without records: {unknown}")
+        return margin_table(inputs, a, b, env_ids)
 
     def replace(match: re.Match[str]) -> str:
         name = match.group("name")
