@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentbench_poad.study import StudyError, load_study, run_study, select_configs
+from agentbench_poad.study.run import StudyProgress, study_progress
 from agentbench_poad.study.tuning import last3_sampled_return, read_tuning
 
 pytest.importorskip("torch")
@@ -369,3 +370,21 @@ def test_tuning_table_of_docs_results_reads_the_runs_and_the_choice(tmp_path, ti
     assert [r[6] for r in table_rows()] == [
         "**chosen**" if i == selection.index else "" for i in range(4)
     ]
+
+
+def test_dry_run_counts_the_training_the_waiting_pairs_will_add(tmp_path):
+    spec = spec_dict("tiny", agents=["poad", "ntpo"])
+    spec["group"][0].update(agents=["poad", "ntpo"], seeds=[7, 8, 9])
+    study = load_study(write(tmp_path / "s.json", spec), out=tmp_path / "out")
+    assert study.pending == ["eval: poad", "eval: ntpo"]
+    assert study.pending_steps == [("eval", ENV, 6 * 3), ("eval", ENV, 6 * 3)]
+    progress = study_progress(study)
+    assert progress.waiting_steps == {ENV: 36} and progress.waiting_hours is None  # no pace yet
+    lines = progress.lines()
+    assert f"after --select: 36 env steps more ({ENV} 36 (no run trained yet))" in lines
+    assert study.select(["tuning"]).pending_steps == []  # only the tuning group: nothing waits
+    paced = StudyProgress({}, {}, 2, {ENV: 100}, {ENV: 0.5}, frozenset(), {ENV: 36})
+    assert paced.waiting_hours == pytest.approx(36 * 0.5 / 3600)
+    assert paced.lines()[-1].startswith(
+        "their run time at that pace, one run at a time: about 0.0 h"
+    )

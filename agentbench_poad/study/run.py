@@ -82,14 +82,45 @@ class StudyProgress:
     seconds_per_step: dict[str, float]
     #: the envs whose pace comes from unfinished runs
     unfinished_pace: frozenset[str] = frozenset()
+    #: env id -> env steps the tuned pairs waiting for --select will add (their seeds x budget)
+    waiting_steps: dict[str, int] = field(default_factory=dict)
+
+    def _hours(self, steps: dict[str, int]) -> float | None:
+        if any(env not in self.seconds_per_step for env in steps):
+            return None
+        return sum(n * self.seconds_per_step[env] for env, n in steps.items()) / 3600
 
     @property
     def hours_left(self) -> float | None:
         """Run time still to train at :attr:`seconds_per_step`, one run at a time (cells that
         run side by side divide it); None where an env with steps left has no pace yet."""
-        if any(env not in self.seconds_per_step for env in self.steps_left):
-            return None
-        return sum(n * self.seconds_per_step[env] for env, n in self.steps_left.items()) / 3600
+        return self._hours(self.steps_left)
+
+    @property
+    def waiting_hours(self) -> float | None:
+        """Run time the pairs waiting for ``--select`` will add at the same pace (None where
+        one of their envs has no pace yet)."""
+        return self._hours(self.waiting_steps)
+
+    def _steps_text(self, steps: dict[str, int]) -> str:
+        return "; ".join(
+            f"{env} {n:,}"
+            + (
+                f" ({1000 * self.seconds_per_step[env]:.0f} s per 1,000 steps so far"
+                + (", from unfinished runs)" if env in self.unfinished_pace else ")")
+                if env in self.seconds_per_step
+                else " (no run trained yet)"
+            )
+            for env, n in sorted(steps.items())
+        )
+
+    @staticmethod
+    def _hours_text(hours: float | None) -> str:
+        return (
+            f"about {hours:.1f} h"
+            if hours is not None
+            else "unknown for an env with no run trained yet"
+        ) + " (cells that run side by side divide it)"
 
     def lines(self) -> list[str]:
         runs = ", ".join(f"{self.runs.get(k, 0)} {k}" for k in ("done", "partial", "new"))
@@ -98,27 +129,20 @@ class StudyProgress:
             f"runs: {runs}; evaluations: {evals}; tuned pairs waiting for --select: {self.waiting}"
         ]
         if self.steps_left:
-            per_env = "; ".join(
-                f"{env} {n:,}"
-                + (
-                    f" ({1000 * self.seconds_per_step[env]:.0f} s per 1,000 steps so far"
-                    + (", from unfinished runs)" if env in self.unfinished_pace else ")")
-                    if env in self.seconds_per_step
-                    else " (no run trained yet)"
-                )
-                for env, n in sorted(self.steps_left.items())
-            )
             total = sum(self.steps_left.values())
-            hours = self.hours_left
-            out.append(f"env steps left: {total:,} ({per_env})")
+            out.append(f"env steps left: {total:,} ({self._steps_text(self.steps_left)})")
             out.append(
                 "run time left at that pace, one run at a time: "
-                + (
-                    f"about {hours:.1f} h"
-                    if hours is not None
-                    else "unknown for an env with no run trained yet"
-                )
-                + " (cells that run side by side divide it)"
+                + self._hours_text(self.hours_left)
+            )
+        if self.waiting_steps:
+            total = sum(self.waiting_steps.values())
+            out.append(
+                f"after --select: {total:,} env steps more ({self._steps_text(self.waiting_steps)})"
+            )
+            out.append(
+                "their run time at that pace, one run at a time: "
+                + self._hours_text(self.waiting_hours)
             )
         return out
 
@@ -153,8 +177,17 @@ def study_progress(study: Study) -> StudyProgress:
         elif partial[1]:
             seconds_per_step[env] = partial[0] / partial[1]
             unfinished.add(env)
+    waiting: dict[str, int] = {}
+    for _, env, steps in study.pending_steps:
+        waiting[env] = waiting.get(env, 0) + steps
     return StudyProgress(
-        runs, evals, len(study.pending), steps_left, seconds_per_step, frozenset(unfinished)
+        runs,
+        evals,
+        len(study.pending),
+        steps_left,
+        seconds_per_step,
+        frozenset(unfinished),
+        waiting,
     )
 
 

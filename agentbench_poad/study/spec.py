@@ -157,6 +157,9 @@ class Study:
     each run asks Ray for ``1 / runs_per_gpu`` of a GPU; docs/scale-out.md)."""
     tunings: list[Tuning] = field(default_factory=list)
     """Every tuning protocol of the spec, in spec order (empty without tuning)."""
+    pending_steps: list[tuple[str, str, int]] = field(default_factory=list)
+    """``(group, env id, env steps)`` of every tuned pair waiting for ``--select``: its seeds
+    times its budget, the training it will add (``study --dry-run`` estimates its time)."""
 
     def select(self, groups: Sequence[str]) -> Study:
         """The study restricted to the named groups' cells and evaluations.
@@ -196,6 +199,7 @@ class Study:
             self.spec_path,
             self.runs_per_gpu,
             self.tunings,
+            [w for w in self.pending_steps if w[0] in chosen],
         )
 
 
@@ -363,6 +367,7 @@ def load_study(
     seen_evals: dict[str, str] = {}
     group_names: list[str] = []
     pending: list[str] = []
+    pending_steps: list[tuple[str, str, int]] = []
     tunings = read_tunings(
         tuning_value, spec.get(CHOSEN_TABLE), trainable=trainable, problems=problems
     )
@@ -505,6 +510,9 @@ def load_study(
                             f"{group_name}: {algorithm.name}"
                             + (f" (tuning protocol {tuning.name!r})" if tuning.entry else "")
                         )
+                        waiting = group.get("total_steps", budgets.get(env_id))
+                        if isinstance(waiting, int) and waiting > 0:
+                            pending_steps.append((group_name, env_id, waiting * len(seeds)))
                         continue
                 try:
                     family = preset_for(algorithm.config_class, env_id, preset)
@@ -597,6 +605,7 @@ def load_study(
         str(path),
         runs_per_gpu,
         tunings,
+        pending_steps,
     )
     return study
 
