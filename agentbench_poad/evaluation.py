@@ -136,7 +136,7 @@ def deadline_cuts(record: Mapping[str, Any]) -> int:
     (``leaderboard.report.comparison.budget_difference``)."""
     return sum(
         1
-        for seed in record["scores"]["per_seed"]
+        for seed in (record.get("scores") or {}).get("per_seed") or ()
         for e in seed.get("episodes") or ()
         if e.get("failed") and str(e.get("reason") or "").startswith(DEADLINE_REASONS)
     )
