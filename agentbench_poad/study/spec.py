@@ -501,6 +501,7 @@ def load_study(
                     )
                     continue
                 agent_overrides, config_source = overrides, ""
+                budget = group.get("total_steps", budgets.get(env_id))
                 if tuned:
                     ready, agent_overrides, config_source = _tuned_overrides(
                         tuning, algorithm.name, overrides, str(path), where, problems
@@ -510,9 +511,8 @@ def load_study(
                             f"{group_name}: {algorithm.name}"
                             + (f" (tuning protocol {tuning.name!r})" if tuning.entry else "")
                         )
-                        waiting = group.get("total_steps", budgets.get(env_id))
-                        if isinstance(waiting, int) and waiting > 0:
-                            pending_steps.append((group_name, env_id, waiting * len(seeds)))
+                        if isinstance(budget, int) and budget > 0:
+                            pending_steps.append((group_name, env_id, budget * len(seeds)))
                         continue
                 try:
                     family = preset_for(algorithm.config_class, env_id, preset)
@@ -523,7 +523,6 @@ def load_study(
                         f"{agent_overrides}): {exc}"
                     )
                     continue
-                budget = group.get("total_steps", budgets.get(env_id))
                 if not isinstance(budget, int) or budget < 1:
                     problems.append(
                         f"{where}: no env-step budget for {env_id}; add it to "

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from agentbench_poad.evaluation import deadline_cuts
 from agentbench_poad.leaderboard.report.blocks import (
     Curve,
     CurvePoint,
@@ -101,8 +102,6 @@ def budget_difference(record: dict[str, Any], ref: dict[str, Any]) -> str | None
     p, q = record["protocol"], ref["protocol"]
     t, u = record.get("training") or {}, ref.get("training") or {}
     reasons = []
-    from agentbench_poad.evaluation import deadline_cuts
-
     for x in (record, ref):
         if cut := deadline_cuts(x):
             reasons.append(

@@ -38,14 +38,34 @@ from agentbench_poad.leaderboard.report.stats import (
 )
 
 
-def _difference_cell(diff: Estimate) -> str:
-    ci = f"(n = {diff.runs}: no CI)" if diff.low is None else f"[{diff.low:+.3f}, {diff.high:+.3f}]"
-    return f"{diff.point:+.3f} {ci}"
+def estimate_cell(e: Estimate, spec: str) -> str:
+    """``point [low, high]`` in the format ``spec`` (e.g. ``"+.3f"``), or ``point (n = 1: no
+    CI)`` without an interval."""
+    if e.low is None or e.high is None:
+        return f"{e.point:{spec}} (n = {e.runs}: no CI)"
+    return f"{e.point:{spec}} [{e.low:{spec}}, {e.high:{spec}}]"
 
 
-def _improvement_cell(poi: Estimate) -> str:
-    ci = f"(n = {poi.runs}: no CI)" if poi.low is None else f"[{poi.low:.2f}, {poi.high:.2f}]"
-    return f"{poi.point:.2f} {ci}"
+def difference_cell(diff: Estimate) -> str:
+    """A difference of IQMs with its CI, as every comparison table prints it."""
+    return estimate_cell(diff, "+.3f")
+
+
+def improvement_cell(poi: Estimate) -> str:
+    """A probability of improvement with its CI, as every comparison table prints it."""
+    return estimate_cell(poi, ".2f")
+
+
+def records_by_model(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """One env's trained and untrained agents (anchors aside), grouped by (base model, training
+    env), each group by lower-case agent name: the records a pair of agents is compared on."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in records:
+        if is_anchor(r):
+            continue
+        key = (str(r["model"].get("base")), str((r.get("training") or {}).get("env_id")))
+        groups.setdefault(key, {})[r["agent"]["name"].lower()] = r
+    return {key: groups[key] for key in sorted(groups)}
 
 
 def _iqm(record: dict[str, Any], inputs: Inputs) -> str:
@@ -90,8 +110,8 @@ def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> st
                     agent_label(r),
                     _iqm(r, inputs),
                     _iqm(ref, inputs),
-                    _difference_cell(diff),
-                    _improvement_cell(poi),
+                    difference_cell(diff),
+                    improvement_cell(poi),
                     p_text(p),
                     verdict(diff, p, higher="agent higher", lower="POAD higher"),
                 )
@@ -132,14 +152,7 @@ def credit_table(inputs: Inputs) -> str:
     compared."""
     rows = []
     for env_id in sorted(inputs.by_env):
-        groups: dict[tuple[Any, Any], dict[str, dict[str, Any]]] = {}
-        for r in inputs.by_env[env_id]:
-            if is_anchor(r):
-                continue
-            key = (r["model"].get("base"), (r.get("training") or {}).get("env_id"))
-            groups.setdefault(key, {})[r["agent"]["name"].lower()] = r
-        for key in sorted(groups, key=lambda k: tuple(str(x) for x in k)):
-            by_agent = groups[key]
+        for by_agent in records_by_model(inputs.by_env[env_id]).values():
             for a_name, b_name in CREDIT_PAIRS:
                 a, b = by_agent.get(a_name), by_agent.get(b_name)
                 if a is None or b is None:
@@ -160,8 +173,8 @@ def credit_table(inputs: Inputs) -> str:
                         pair,
                         _iqm(a, inputs),
                         _iqm(b, inputs),
-                        _difference_cell(diff),
-                        _improvement_cell(poi),
+                        difference_cell(diff),
+                        improvement_cell(poi),
                         p_text(p),
                         verdict(
                             diff,

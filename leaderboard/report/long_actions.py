@@ -28,11 +28,16 @@ from typing import Any
 from agentbench_poad.leaderboard.report.common import (
     Inputs,
     agent_label,
-    is_anchor,
     md_table,
     seed_scores,
 )
 from agentbench_poad.leaderboard.report.comparison import budget_difference, compare
+from agentbench_poad.leaderboard.report.fair_tables import (
+    difference_cell,
+    estimate_cell,
+    improvement_cell,
+    records_by_model,
+)
 from agentbench_poad.leaderboard.report.stats import (
     MIN_VERDICT_SEEDS,
     Estimate,
@@ -41,13 +46,6 @@ from agentbench_poad.leaderboard.report.stats import (
     permutation_p,
     verdict,
 )
-
-
-def _interval_text(e: Estimate, digits: int = 3, sign: bool = True) -> str:
-    f = f"{{:{'+' if sign else ''}.{digits}f}}"
-    if e.low is None or e.high is None:
-        return f"{f.format(e.point)} (n = {e.runs}: no CI)"
-    return f"{f.format(e.point)} [{f.format(e.low)}, {f.format(e.high)}]"
 
 
 def is_open_action(record: dict[str, Any]) -> bool:
@@ -64,14 +62,8 @@ def pairs_by_env(
     names that model and training env (the label less the agent's name)."""
     found = []
     for env_id in env_ids or sorted(inputs.by_env):
-        groups: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-        for r in inputs.by_env.get(env_id, []):
-            if is_anchor(r):
-                continue
-            key = (str(r["model"].get("base")), str((r.get("training") or {}).get("env_id")))
-            groups.setdefault(key, {})[r["agent"]["name"].lower()] = r
-        for key in sorted(groups):
-            ra, rb = groups[key].get(a), groups[key].get(b)
+        for by_agent in records_by_model(inputs.by_env.get(env_id, [])).values():
+            ra, rb = by_agent.get(a), by_agent.get(b)
             if ra is not None and rb is not None:
                 where = agent_label(ra)[len(ra["agent"]["name"]) :].strip()
                 found.append((env_id, where, ra, rb))
@@ -120,8 +112,8 @@ def margin_table(inputs: Inputs, a: str, b: str, env_ids: Sequence[str] | None =
                 where,
                 _actions_text(ra),
                 seeds,
-                _interval_text(diff),
-                _interval_text(poi, 2, sign=False),
+                difference_cell(diff),
+                improvement_cell(poi),
                 p_text(p),
                 verdict(diff, p, higher=f"{a.upper()} higher", lower=f"{b.upper()} higher"),
             )
@@ -149,7 +141,12 @@ def margin_table(inputs: Inputs, a: str, b: str, env_ids: Sequence[str] | None =
                 seed_scores(la), seed_scores(lb), seed_scores(sa), seed_scores(sb)
             )
             gaps.append(
-                (long_env, short_env, _interval_text(gap, 2), gap_reading(gap, long_env, short_env))
+                (
+                    long_env,
+                    short_env,
+                    estimate_cell(gap, "+.2f"),
+                    gap_reading(gap, long_env, short_env),
+                )
             )
     if not gaps:
         return (

@@ -58,7 +58,10 @@ def tables(
     records: Sequence[dict[str, Any]], paper: PaperResults | None = None
 ) -> dict[str, Callable[[], str]]:
     """Every table :func:`write` can fill, by name (computed when called)."""
-    inputs = Inputs(display_safe(list(records)), as_paper(paper))
+    return _tables(Inputs(display_safe(list(records)), as_paper(paper)))
+
+
+def _tables(inputs: Inputs) -> dict[str, Callable[[], str]]:
     found: dict[str, Callable[[], str]] = {
         "table1": lambda: table1(inputs),
         "comparison": lambda: comparison_table(inputs),
@@ -97,13 +100,13 @@ def fill(
     Raises:
         ValueError: a region names a table the records cannot give.
     """
-    available = tables(records, paper)
+    inputs = Inputs(display_safe(list(records)), as_paper(paper))
+    available = _tables(inputs)
 
     def _margins(pair: str, env_ids: Sequence[str]) -> str:
         a, _, b = pair.partition("-")
         if not a or not b:
             raise ValueError(f"docs: a margins region names {pair!r}; write it margins:A-B[:ENVS]")
-        inputs = Inputs(display_safe(list(records)), as_paper(paper))
         unknown = [e for e in env_ids if e not in inputs.by_env]
         if unknown:
             raise ValueError(f"docs: a margins region names env(s) without records: {unknown}")
