@@ -338,6 +338,13 @@ def record_study(record: Mapping[str, Any]) -> str | None:
     return study.get("study") if isinstance(study, Mapping) else None
 
 
+def history_store(store: Path | str | None = None) -> Path:
+    """The folder that holds the history of ``store`` (every study's superseded records, one
+    sub-folder a study): ``history/`` beside the records folder; :func:`load_records` reads it
+    whole."""
+    return store_path(store).parent / HISTORY_DIR
+
+
 def history_path(path: Path | str, study: str | None) -> Path:
     """Where the record file ``path`` of ``study`` goes in the history (see :data:`HISTORY_DIR`)."""
     path = Path(path)

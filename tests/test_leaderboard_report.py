@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from agentbench_poad.baselines.random import RandomAgent
 from agentbench_poad.cli import main
 from agentbench_poad.leaderboard import add_record, evaluate
-from agentbench_poad.leaderboard.records import load_records
+from agentbench_poad.leaderboard.records import history_store, load_records
 from agentbench_poad.leaderboard.report import (
     build_report,
     iqm_difference,
@@ -352,7 +352,8 @@ def test_committed_results_page_equals_its_generated_tables():
     text = RESULTS_MD.read_text(encoding="utf-8")
     names = [m.group("name") for m in MARKER.finditer(text)]
     assert {"comparison", "table1", "env:Overcooked-TomatoSalad-v0"} <= set(names)
-    regenerated = fill(text, load_records(RESULTS), root=ROOT)
+    history = load_records(history_store(RESULTS))
+    regenerated = fill(text, load_records(RESULTS), root=ROOT, history=history)
     assert regenerated == text, (
         "docs/results.md differs from the records; run "
         "`agentbench-poad leaderboard results-tables --write docs/results.md`"

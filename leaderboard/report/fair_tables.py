@@ -144,46 +144,57 @@ CREDIT_PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
+def pair_cells(
+    a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str
+) -> tuple[str, str, str, str]:
+    """Two records of one env set side by side: the difference of IQMs A − B and P(A > B) with
+    their 95 % CIs, the exact permutation p and the verdict they allow; for records that were not
+    evaluated or trained alike (:func:`.comparison.budget_difference`), three "--" and why they
+    are not compared."""
+    apart = budget_difference(a, b)
+    if apart is not None:
+        return "--", "--", "--", f"not compared: {apart}"
+    diff, poi = compare(a, b)
+    p = permutation_p(seed_scores(a), seed_scores(b))
+    words = verdict(diff, p, higher=f"{a_name.upper()} higher", lower=f"{b_name.upper()} higher")
+    return difference_cell(diff), improvement_cell(poi), p_text(p), words
+
+
+def _pair_label(a: dict[str, Any], a_name: str, b_name: str) -> str:
+    """``A − B`` and what sets the pair's records apart from others of the env (the base model
+    and training env of ``a``'s label)."""
+    where = agent_label(a)[len(a["agent"]["name"]) :].strip()
+    return f"{a_name.upper()} − {b_name.upper()}" + (f" {where}" if where else "")
+
+
+def _pairs(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str, str], tuple]:
+    """Every pair of :data:`CREDIT_PAIRS` that ``records`` hold both agents of, by (env, base
+    model, training env, "a-b"): the two records."""
+    by_env: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_env.setdefault(r["env"]["id"], []).append(r)
+    found = {}
+    for env_id in sorted(by_env):
+        for (base, trained_on), by_agent in records_by_model(by_env[env_id]).items():
+            for a_name, b_name in CREDIT_PAIRS:
+                a, b = by_agent.get(a_name), by_agent.get(b_name)
+                if a is not None and b is not None:
+                    found[(env_id, base, trained_on, f"{a_name}-{b_name}")] = (a, b)
+    return found
+
+
 def credit_table(inputs: Inputs) -> str:
     """Credit assignment, pair by pair (:data:`CREDIT_PAIRS`): per env, where both agents have
     a record of the same base model and training env, the difference of IQMs A − B and
-    P(A > B) with their 95 % CIs, the exact permutation p and the verdict they allow. Records that were not
-    evaluated or trained alike (:func:`.comparison.budget_difference`) are named, not
-    compared."""
+    P(A > B) with their 95 % CIs, the exact permutation p and the verdict they allow
+    (:func:`pair_cells`). Records that were not evaluated or trained alike
+    (:func:`.comparison.budget_difference`) are named, not compared."""
     rows = []
-    for env_id in sorted(inputs.by_env):
-        for by_agent in records_by_model(inputs.by_env[env_id]).values():
-            for a_name, b_name in CREDIT_PAIRS:
-                a, b = by_agent.get(a_name), by_agent.get(b_name)
-                if a is None or b is None:
-                    continue
-                where = agent_label(a)[len(a["agent"]["name"]) :].strip()
-                pair = f"{a_name.upper()} − {b_name.upper()}" + (f" {where}" if where else "")
-                apart = budget_difference(a, b)
-                if apart is not None:
-                    rows.append(
-                        (env_id, pair, "--", "--", "--", "--", "--", f"not compared: {apart}")
-                    )
-                    continue
-                diff, poi = compare(a, b)
-                p = permutation_p(seed_scores(a), seed_scores(b))
-                rows.append(
-                    (
-                        env_id,
-                        pair,
-                        _iqm(a, inputs),
-                        _iqm(b, inputs),
-                        difference_cell(diff),
-                        improvement_cell(poi),
-                        p_text(p),
-                        verdict(
-                            diff,
-                            p,
-                            higher=f"{a_name.upper()} higher",
-                            lower=f"{b_name.upper()} higher",
-                        ),
-                    )
-                )
+    for (env_id, _, _, pair), (a, b) in _pairs(inputs.records).items():
+        a_name, b_name = pair.split("-")
+        cells = pair_cells(a, b, a_name, b_name)
+        iqms = ("--", "--") if cells[0] == "--" else (_iqm(a, inputs), _iqm(b, inputs))
+        rows.append((env_id, _pair_label(a, a_name, b_name), *iqms, *cells))
     if not rows:
         return "(no env has records of both agents of any pair yet)"
     return md_table(
@@ -199,6 +210,76 @@ def credit_table(inputs: Inputs) -> str:
         ),
         rows,
     )
+
+
+def _verdict_kind(words: str) -> str:
+    """A verdict without its direction: "better", "worse", "no significant difference",
+    "exploratory: direction only" or "not compared"."""
+    return words.split(":")[0] if words.startswith("not compared") else words.split(" (")[0]
+
+
+def verdict_changes_table(records: Sequence[dict[str, Any]], before: str, after: str) -> str:
+    """What a study's verdicts became in a later study of the same pairs: for every pair of
+    :data:`CREDIT_PAIRS` that the records of study ``before`` (:func:`record_study`; the
+    board's and its history's records together) hold both agents of, its seeds, difference of
+    IQMs, exact p and verdict there and in study ``after``, under today's verdict rule
+    (:func:`.stats.verdict`), and whether the verdict or the direction changed. A pair that
+    ``after`` does not hold yet says so."""
+    from agentbench_poad.leaderboard.records import record_study
+
+    studies = {before: [], after: []}
+    for r in records:
+        if record_study(r) in studies:
+            studies[record_study(r)].append(r)
+    old, new = _pairs(studies[before]), _pairs(studies[after])
+    if not old:
+        return f"(no pair of agents has records of study {before!r})"
+    rows = []
+    for key, (a, b) in old.items():
+        env_id, _, _, pair = key
+        a_name, b_name = pair.split("-")
+        was = pair_cells(a, b, a_name, b_name)
+        cells = [env_id, _pair_label(a, a_name, b_name), _seeds(a, b), was[0], was[2], was[3]]
+        if key not in new:
+            rows.append((*cells, "--", "--", "--", f"no record pair of {after} yet", "--"))
+            continue
+        c, d = new[key]
+        now = pair_cells(c, d, a_name, b_name)
+        if _verdict_kind(was[3]) != _verdict_kind(now[3]):
+            change = "verdict changed"
+        elif was[0] != "--" and now[0] != "--" and _sign(was[0]) != _sign(now[0]):
+            change = "direction changed"
+        else:
+            change = "same"
+        rows.append((*cells, _seeds(c, d), now[0], now[2], now[3], change))
+    return md_table(
+        (
+            "env",
+            "A − B",
+            f"{before} seeds",
+            f"{before} IQM difference [95% CI]",
+            f"{before} p",
+            f"{before} verdict",
+            f"{after} seeds",
+            f"{after} IQM difference [95% CI]",
+            f"{after} p",
+            f"{after} verdict",
+            "change",
+        ),
+        rows,
+    )
+
+
+def _seeds(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """The seed counts of a pair's records, "n" or "n against m"."""
+    n, m = len(a["scores"]["per_seed"]), len(b["scores"]["per_seed"])
+    return str(n) if n == m else f"{n} against {m}"
+
+
+def _sign(cell: str) -> int:
+    """The sign of a difference cell's point estimate."""
+    point = float(cell.split()[0])
+    return (point > 0) - (point < 0)
 
 
 def _config_text(record: dict[str, Any]) -> str:
@@ -325,4 +406,12 @@ def tuning_table(spec: Path, out: Path, name: str | None = None) -> str:
     )
 
 
-__all__ = ["CREDIT_PAIRS", "comparison_table", "credit_table", "guard_table", "tuning_table"]
+__all__ = [
+    "CREDIT_PAIRS",
+    "comparison_table",
+    "credit_table",
+    "guard_table",
+    "pair_cells",
+    "tuning_table",
+    "verdict_changes_table",
+]

@@ -20,7 +20,9 @@ KL guard's policy steps taken and skipped per training (``guard``); a study's tu
 from its runs (``tuning:SPEC:OUT``, paths relative to the repository root); one agent's margin
 over another env by env and where actions are long against where they are not
 (``margins:A-B`` or ``margins:A-B:ENV,ENV``), and the best code found against a fixed baseline
-(``best-code:BASELINE``), in :mod:`.long_actions`. The record tables
+(``best-code:BASELINE``), in :mod:`.long_actions`; what one study's verdicts became in a later
+study of the same pairs, from the board and its history together (``changes:BEFORE:AFTER``,
+study names). The record tables
 live in :mod:`.record_tables`, the fair comparison's in :mod:`.fair_tables`; this module finds
 the regions, fills them and is the command.
 """
@@ -42,6 +44,7 @@ from agentbench_poad.leaderboard.report.fair_tables import (
     credit_table,
     guard_table,
     tuning_table,
+    verdict_changes_table,
 )
 from agentbench_poad.leaderboard.report.long_actions import best_code_table, margin_table
 from agentbench_poad.leaderboard.report.paper import PaperResults, as_paper
@@ -90,12 +93,14 @@ def fill(
     records: Sequence[dict[str, Any]],
     paper: PaperResults | None = None,
     root: Path | None = None,
+    history: Sequence[dict[str, Any]] = (),
 ) -> str:
     """``text`` with every marked region replaced by its generated table.
 
     A region ``tuning:SPEC:OUT`` (or ``tuning:SPEC:OUT:NAME``, one of several ``[[tuning]]``
     protocols) is a study's tuning table (:func:`tuning_table`), SPEC and OUT relative to
-    ``root`` (default: the current directory).
+    ``root`` (default: the current directory). A region ``changes:BEFORE:AFTER`` reads the
+    records and ``history`` (the records the board's history holds) together.
 
     Raises:
         ValueError: a region names a table the records cannot give.
@@ -118,6 +123,11 @@ def fill(
             _, spec, out, *protocol = name.split(":")
             base = Path.cwd() if root is None else Path(root)
             table = tuning_table(base / spec, base / out, *protocol)
+            return f"{match.group(1)}{table}\n{match.group(4)}"
+        if name.startswith("changes:") and name.count(":") == 2:
+            _, before, after = name.split(":")
+            every = [*inputs.records, *display_safe(list(history))]
+            table = verdict_changes_table(every, before, after)
             return f"{match.group(1)}{table}\n{match.group(4)}"
         if name.startswith("margins:") and name.count(":") == 2:
             _, pair, envs = name.split(":")
@@ -151,10 +161,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentbench_poad.leaderboard.records import load_records
+    from agentbench_poad.leaderboard.records import history_store, load_records
     from agentbench_poad.leaderboard.report.paper import load_paper
 
-    records = load_records(getattr(args, "store", None))
+    store = getattr(args, "store", None)
+    records = load_records(store)
     path = Path(args.file)
     if not path.exists():
         print(f"{path}: no such file; pass the Markdown file to fill", file=sys.stderr)
@@ -167,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        new = fill(text, records, load_paper(args.paper))
+        history = load_records(history_store(store)) if "results-tables: changes:" in text else []
+        new = fill(text, records, load_paper(args.paper), history=history)
     except ValueError as exc:
         print(str(exc), file=sys.stderr)
         return 2
