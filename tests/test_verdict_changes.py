@@ -92,7 +92,7 @@ def test_each_row_is_the_verdict_rule_on_each_study_and_names_the_change(n, m, d
     assert float(diff1.split()[0]) == pytest.approx(d1, abs=1e-3)
     if _kind(words1) != _kind(words2):
         assert change == "verdict changed"
-    elif round(d1, 3) * round(d2, 3) < 0 or (round(d1, 3) == 0) != (round(d2, 3) == 0):
+    elif (d1 > 0) - (d1 < 0) != (d2 > 0) - (d2 < 0):  # the sign, as the verdict's direction
         assert change == "direction changed"
     else:
         assert change == "same"

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from agentbench_poad.leaderboard.records import record_study
 from agentbench_poad.leaderboard.report.common import (
     REFERENCE_AGENT,
     Inputs,
@@ -144,26 +145,40 @@ CREDIT_PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
-def pair_cells(
-    a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str
-) -> tuple[str, str, str, str]:
+class PairCells(NamedTuple):
+    """Two records set side by side (:func:`pair_cells`): the IQM difference A − B (None when
+    they are not compared) and the table cells."""
+
+    difference: Estimate | None
+    difference_text: str
+    improvement_text: str
+    p_text: str
+    verdict: str
+
+
+def pair_cells(a: dict[str, Any], b: dict[str, Any], a_name: str, b_name: str) -> PairCells:
     """Two records of one env set side by side: the difference of IQMs A − B and P(A > B) with
     their 95 % CIs, the exact permutation p and the verdict they allow; for records that were not
-    evaluated or trained alike (:func:`.comparison.budget_difference`), three "--" and why they
-    are not compared."""
+    evaluated or trained alike (:func:`.comparison.budget_difference`), no difference, three "--"
+    and why they are not compared."""
     apart = budget_difference(a, b)
     if apart is not None:
-        return "--", "--", "--", f"not compared: {apart}"
+        return PairCells(None, "--", "--", "--", f"not compared: {apart}")
     diff, poi = compare(a, b)
     p = permutation_p(seed_scores(a), seed_scores(b))
     words = verdict(diff, p, higher=f"{a_name.upper()} higher", lower=f"{b_name.upper()} higher")
-    return difference_cell(diff), improvement_cell(poi), p_text(p), words
+    return PairCells(diff, difference_cell(diff), improvement_cell(poi), p_text(p), words)
+
+
+def model_suffix(record: dict[str, Any]) -> str:
+    """What a record's label adds to its agent's name (base model, training env, tags): what
+    sets a pair's records apart from others of the env."""
+    return agent_label(record)[len(record["agent"]["name"]) :].strip()
 
 
 def _pair_label(a: dict[str, Any], a_name: str, b_name: str) -> str:
-    """``A − B`` and what sets the pair's records apart from others of the env (the base model
-    and training env of ``a``'s label)."""
-    where = agent_label(a)[len(a["agent"]["name"]) :].strip()
+    """``A − B`` and the model and training env of ``a``'s label."""
+    where = model_suffix(a)
     return f"{a_name.upper()} − {b_name.upper()}" + (f" {where}" if where else "")
 
 
@@ -193,8 +208,8 @@ def credit_table(inputs: Inputs) -> str:
     for (env_id, _, _, pair), (a, b) in _pairs(inputs.records).items():
         a_name, b_name = pair.split("-")
         cells = pair_cells(a, b, a_name, b_name)
-        iqms = ("--", "--") if cells[0] == "--" else (_iqm(a, inputs), _iqm(b, inputs))
-        rows.append((env_id, _pair_label(a, a_name, b_name), *iqms, *cells))
+        iqms = ("--", "--") if cells.difference is None else (_iqm(a, inputs), _iqm(b, inputs))
+        rows.append((env_id, _pair_label(a, a_name, b_name), *iqms, *cells[1:]))
     if not rows:
         return "(no env has records of both agents of any pair yet)"
     return md_table(
@@ -225,8 +240,6 @@ def verdict_changes_table(records: Sequence[dict[str, Any]], before: str, after:
     IQMs, exact p and verdict there and in study ``after``, under today's verdict rule
     (:func:`.stats.verdict`), and whether the verdict or the direction changed. A pair that
     ``after`` does not hold yet says so."""
-    from agentbench_poad.leaderboard.records import record_study
-
     studies = {before: [], after: []}
     for r in records:
         if record_study(r) in studies:
@@ -239,19 +252,23 @@ def verdict_changes_table(records: Sequence[dict[str, Any]], before: str, after:
         env_id, _, _, pair = key
         a_name, b_name = pair.split("-")
         was = pair_cells(a, b, a_name, b_name)
-        cells = [env_id, _pair_label(a, a_name, b_name), _seeds(a, b), was[0], was[2], was[3]]
+        cells = [env_id, _pair_label(a, a_name, b_name), _seeds(a, b)]
+        cells += [was.difference_text, was.p_text, was.verdict]
         if key not in new:
             rows.append((*cells, "--", "--", "--", f"no record pair of {after} yet", "--"))
             continue
         c, d = new[key]
         now = pair_cells(c, d, a_name, b_name)
-        if _verdict_kind(was[3]) != _verdict_kind(now[3]):
+        if _verdict_kind(was.verdict) != _verdict_kind(now.verdict):
             change = "verdict changed"
-        elif was[0] != "--" and now[0] != "--" and _sign(was[0]) != _sign(now[0]):
+        elif None not in (was.difference, now.difference) and _sign(was.difference) != _sign(
+            now.difference
+        ):
             change = "direction changed"
         else:
             change = "same"
-        rows.append((*cells, _seeds(c, d), now[0], now[2], now[3], change))
+        cells += [_seeds(c, d), now.difference_text, now.p_text, now.verdict]
+        rows.append((*cells, change))
     return md_table(
         (
             "env",
@@ -276,10 +293,8 @@ def _seeds(a: dict[str, Any], b: dict[str, Any]) -> str:
     return str(n) if n == m else f"{n} against {m}"
 
 
-def _sign(cell: str) -> int:
-    """The sign of a difference cell's point estimate."""
-    point = float(cell.split()[0])
-    return (point > 0) - (point < 0)
+def _sign(e: Estimate) -> int:
+    return (e.point > 0) - (e.point < 0)
 
 
 def _config_text(record: dict[str, Any]) -> str:
@@ -411,6 +426,7 @@ __all__ = [
     "comparison_table",
     "credit_table",
     "guard_table",
+    "model_suffix",
     "pair_cells",
     "tuning_table",
     "verdict_changes_table",

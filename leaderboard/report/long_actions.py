@@ -36,6 +36,7 @@ from agentbench_poad.leaderboard.report.fair_tables import (
     difference_cell,
     estimate_cell,
     improvement_cell,
+    model_suffix,
     records_by_model,
 )
 from agentbench_poad.leaderboard.report.stats import (
@@ -65,8 +66,7 @@ def pairs_by_env(
         for by_agent in records_by_model(inputs.by_env.get(env_id, [])).values():
             ra, rb = by_agent.get(a), by_agent.get(b)
             if ra is not None and rb is not None:
-                where = agent_label(ra)[len(ra["agent"]["name"]) :].strip()
-                found.append((env_id, where, ra, rb))
+                found.append((env_id, model_suffix(ra), ra, rb))
     return found
 
 
