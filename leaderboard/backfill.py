@@ -6,6 +6,10 @@
   record's agent loads.
 * ``scores.mean_discounted_return`` / ``scores.discounted_return_stderr``: the discounted return
   over seeds, from the episodes.
+* ``training.safeguards_default``: whether the runs' update safeguards are the defaults of
+  the algorithm they name (``training.algorithm``), not of PPO's shared config: GRPO and GiGPO
+  leave per-minibatch re-normalisation off by definition (records made before this rule said
+  "non-default" for them).
 * With ``replay_discounted``: a record of a *deterministic* agent whose episodes log no
   discounted return is replayed in full (every episode of every seed); each replayed episode
   must reproduce its return, score, success, length and failure exactly, and then its
@@ -51,6 +55,14 @@ def backfill_record(record: dict[str, Any], *, replay_discounted: bool = False) 
     attach_hashes(updated)
     if (updated["model"]["base_weights"], updated["model"]["adapters"]) != before:
         changes.append("hashes")
+    training = updated.get("training") or {}
+    if training.get("safeguards") is not None:  # judged against the run's algorithm's defaults
+        from agentbench_poad.leaderboard.from_run import safeguards_are_default
+
+        default = safeguards_are_default(training["safeguards"], training.get("algorithm"))
+        if training.get("safeguards_default") is not default:
+            training["safeguards_default"] = default
+            changes.append("update-rule default")
     summary = discounted_summary(updated["scores"]["per_seed"])
     if any(updated["scores"].get(k, object()) != v for k, v in summary.items()):
         updated["scores"].update(summary)

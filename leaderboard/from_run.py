@@ -146,14 +146,42 @@ SAFEGUARD_FIELDS = (
 )
 
 
+def algorithm_defaults(algorithm_source: dict[str, Any] | None) -> Any:
+    """The default config of the algorithm a run names (its ``algorithm_source``).
+
+    A built-in algorithm's own config class (GRPO and GiGPO leave per-minibatch re-normalisation
+    off by definition: their advantages are normalised within groups); for any other run, one
+    made before ``algorithm_source`` existed or a user's algorithm (whose module is not imported
+    here), the shared :class:`~agentbench_poad.rl.config.PPOConfig` defaults.
+    """
+    from agentbench_poad.rl.config import PPOConfig
+
+    spec = (algorithm_source or {}).get("spec")
+    if isinstance(spec, str) and spec.startswith("agentbench_poad."):
+        from agentbench_poad.rl.algorithm import AlgorithmError, load_algorithm
+
+        try:
+            return load_algorithm(spec).config_class()
+        except AlgorithmError:
+            pass  # a built-in renamed since the run: compare with the shared defaults
+    return PPOConfig()
+
+
+def safeguards_are_default(
+    settings: dict[str, Any], algorithm_source: dict[str, Any] | None
+) -> bool:
+    """Whether the safeguard ``settings`` (:data:`SAFEGUARD_FIELDS`) are the defaults of the
+    algorithm the run names (:func:`algorithm_defaults`)."""
+    defaults = algorithm_defaults(algorithm_source)
+    return all(settings.get(k) == getattr(defaults, k) for k in SAFEGUARD_FIELDS)
+
+
 def _safeguards(configs: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> dict[str, Any]:
     """The record's ``training`` fields of the shared update rule and the budget actually used:
     the guard kind, the safeguard settings (None for runs made before they existed), whether
     they are the defaults, and the env steps each run used (its last metrics line)."""
-    from agentbench_poad.rl.config import PPOConfig
     from agentbench_poad.rl.run_dir import RunDirectory
 
-    defaults = PPOConfig()
     algorithm = configs[0].get("algorithm") or {}
     settings = {k: algorithm.get(k) for k in SAFEGUARD_FIELDS}
     known = all(k in algorithm for k in SAFEGUARD_FIELDS)
@@ -166,7 +194,7 @@ def _safeguards(configs: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> 
         "guard": configs[0].get("guard", "shared"),
         "safeguards": settings if known else None,
         "safeguards_default": (
-            all(settings[k] == getattr(defaults, k) for k in SAFEGUARD_FIELDS) if known else None
+            safeguards_are_default(settings, configs[0].get("algorithm_source")) if known else None
         ),
         "env_steps_used": used,
     }

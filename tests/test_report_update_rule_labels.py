@@ -38,3 +38,62 @@ def test_guard_and_update_rule_labels(trained_record, training, expected):
     label = agent_label(record)
     for word in ("[custom guard]", "[non-default update rule]"):
         assert (word in label) == (word in expected)
+
+
+# -- whose defaults: the algorithm's own, not PPO's shared config --------------------------------
+GROUP_SOURCE = {"spec": "agentbench_poad.baselines.grpo:GRPO"}
+POAD_SOURCE = {"spec": "agentbench_poad.baselines.poad:POAD"}
+
+
+def _settings(config) -> dict:
+    from agentbench_poad.leaderboard.from_run import SAFEGUARD_FIELDS
+
+    return {k: getattr(config, k) for k in SAFEGUARD_FIELDS}
+
+
+@pytest.mark.parametrize(
+    "source, change, default",
+    [
+        (GROUP_SOURCE, {}, True),  # GRPO's own defaults: no per-minibatch re-normalisation
+        (GROUP_SOURCE, {"dual_clip": None}, False),
+        (GROUP_SOURCE, {"normalize_advantages": True}, False),
+        (POAD_SOURCE, {}, True),
+        (POAD_SOURCE, {"normalize_advantages": False}, False),
+        (POAD_SOURCE, {"skip_signal_free": False}, False),
+        (None, {}, True),  # a run that names no algorithm: PPO's shared defaults
+    ],
+)
+def test_safeguards_are_judged_against_the_runs_algorithm(source, change, default):
+    from agentbench_poad.leaderboard.from_run import algorithm_defaults, safeguards_are_default
+
+    settings = {**_settings(algorithm_defaults(source)), **change}
+    assert safeguards_are_default(settings, source) is default
+
+
+def test_group_defaults_are_not_ppos_so_a_shared_rule_would_mislabel_them():
+    from agentbench_poad.rl.config import PPOConfig
+    from agentbench_poad.leaderboard.from_run import algorithm_defaults, safeguards_are_default
+
+    group = _settings(algorithm_defaults(GROUP_SOURCE))
+    assert group != _settings(PPOConfig())
+    # a user's algorithm (its module is not imported) is judged by the shared defaults
+    assert safeguards_are_default(group, {"spec": "my_algo.py:Mine"}) is False
+
+
+def test_backfill_corrects_a_stale_update_rule_flag(tmp_path):
+    from agentbench_poad.leaderboard.backfill import backfill_record
+    from agentbench_poad.leaderboard.records import find_record
+
+    source = RESULTS / "Overcooked-TomatoSalad-v0__grpo__smollm2-135m.json"
+    data = json.loads(source.read_text())
+    if (data.get("training") or {}).get("safeguards") is None:
+        pytest.skip("the committed GRPO record predates the safeguard fields")
+    data["training"]["safeguards_default"] = False  # what the shared-default rule wrote
+    path = tmp_path / source.name
+    path.write_text(json.dumps(data))
+    changes = backfill_record(find_record(str(path), tmp_path))
+    assert "update-rule default" in changes
+    fixed = json.loads(path.read_text())
+    assert fixed["training"]["safeguards_default"] is True
+    assert "[non-default update rule]" not in agent_label(fixed)
+    assert backfill_record(find_record(str(path), tmp_path)) == []  # idempotent

@@ -120,10 +120,12 @@ def add_parser(subparsers) -> None:
 
     b = sub.add_parser(
         "backfill",
-        help="add content hashes and discounted-return summaries to existing records",
+        help="add content hashes, discounted-return summaries and the update-rule flag to "
+        "existing records",
         description="Add to each record what this version of the record states: the sha256 of "
         "the base model's weights and of each seed's adapter files (from the model cache and the "
-        "runs root), and the discounted return over seeds. With --replay-discounted, a record "
+        "runs root), the discounted return over seeds, and whether the runs' update safeguards are "
+        "the defaults of the algorithm they name. With --replay-discounted, a record "
         "whose episodes log no discounted return (a deterministic agent) is replayed in full: "
         "every episode must reproduce exactly, and its discounted return is then stored.",
     )
