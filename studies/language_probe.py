@@ -4,7 +4,10 @@ The paper (Table 2) scores the base and the POAD-trained LLaMA2-7B on ARC, Hella
 MMLU and finds no loss. Those benchmarks are not reachable offline, so this probe measures a
 proxy that is: each trained run's per-token negative log-likelihood (and perplexity) on fixed
 texts, beside the base model's on the same texts. The base model is the same policy with its
-LoRA adapter disabled, so the difference is the adapter's alone.
+LoRA adapter disabled, so the difference is the adapter's alone. A run whose adapter never moved
+(every LoRA ``B`` matrix still exactly zero, as initialised: a run that took no policy step) adds
+exactly zero to every layer, so its model *is* the base model; its row copies the base's numbers
+and says so (``adapter_is_identity``) instead of recomputing them.
 
 Texts (present on any Debian/Python machine, read as they are):
 
@@ -62,7 +65,14 @@ def mean_nll(model, tokenizer, text: str, window: int) -> tuple[float, int]:
     return total / count, count
 
 
-def probe(run_dirs: list[Path], window: int) -> dict:
+def adapter_is_identity(model) -> bool:
+    """Whether every LoRA ``B`` weight of ``model`` is exactly zero (the adapter adds nothing)."""
+    b_weights = [p for name, p in model.named_parameters() if "lora_B" in name]
+    return bool(b_weights) and all(not bool(p.detach().any()) for p in b_weights)
+
+
+def probe(run_dirs: list[Path], window: int, previous: dict | None = None) -> dict:
+    """Measure ``run_dirs``; rows of ``previous`` (an earlier output) are kept, not re-measured."""
     from tqdm.auto import tqdm
 
     from agentbench_poad.rl.run_dir import load_run_config
@@ -77,6 +87,15 @@ def probe(run_dirs: list[Path], window: int) -> dict:
         "runs": [],
     }
     base_done = False
+    if previous is not None:
+        if previous["window"] != window:
+            raise ValueError(
+                f"--resume file measured windows of {previous['window']} tokens, not {window}"
+            )
+        result.update(texts=previous["texts"], base=previous["base"], runs=list(previous["runs"]))
+        base_done = True
+        done = {str(Path(row["run"])) for row in previous["runs"]}
+        run_dirs = [r for r in run_dirs if str(r) not in done]
     for run_dir in tqdm(run_dirs, desc="runs", unit="run"):
         policy = load_agent(run_dir).policy
         model, tokenizer = policy.model, policy.tokenizer
@@ -106,8 +125,12 @@ def probe(run_dirs: list[Path], window: int) -> dict:
                 if k in ("intra_gamma", "chat_template") and v
             },
         }
+        row["adapter_is_identity"] = adapter_is_identity(model)
         for name, text in corpus.items():
-            nll, _ = mean_nll(model, tokenizer, text, window)
+            if row["adapter_is_identity"]:
+                nll = result["base"][name]["nll"]
+            else:
+                nll, _ = mean_nll(model, tokenizer, text, window)
             row[name] = {
                 "nll": nll,
                 "perplexity": math.exp(nll),
@@ -115,7 +138,9 @@ def probe(run_dirs: list[Path], window: int) -> dict:
             }
         result["runs"].append(row)
         print(
-            f"{row['agent']:<8} {row['env_id']} seed {row['seed']}: "
+            f"{row['agent']:<8} {row['env_id']} seed {row['seed']}"
+            + (" (adapter never moved: the base model)" if row["adapter_is_identity"] else "")
+            + ": "
             + ", ".join(
                 f"{name} ppl {row[name]['perplexity']:.3f} "
                 f"(base {result['base'][name]['perplexity']:.3f}, "
@@ -132,13 +157,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="trained run directories")
     parser.add_argument("--window", type=int, default=512, help="tokens per scored window")
     parser.add_argument("--out", type=Path, help="write the measurements as JSON")
+    parser.add_argument(
+        "--resume",
+        type=Path,
+        help="an earlier --out file: keep its rows, measure only the runs it lacks "
+        "(same window and base model)",
+    )
     args = parser.parse_args(argv)
     if args.window < 2:
         parser.error("--window must be >= 2")
     not_runs = [str(r) for r in args.runs if not (r / "config.json").is_file()]
     if not_runs:
         parser.error(f"not run directories (no config.json): {not_runs}")
-    result = probe(args.runs, args.window)
+    previous = None
+    if args.resume:
+        import json
+
+        previous = json.loads(args.resume.read_text())
+    result = probe(args.runs, args.window, previous)
     if args.out:
         from agentbench_poad.rl.run_dir import write_json
 
