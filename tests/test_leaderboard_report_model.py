@@ -369,10 +369,10 @@ def test_table1_tasks_show_the_discounted_return_beside_the_return(committed, sh
     record = next(
         r
         for r in committed
-        if r["env"]["id"] == "VirtualHome-Cheese-v0" and r["agent"]["name"] == "ntpo"
+        if r["env"]["id"] == "VirtualHome-Cheese-v0" and r["agent"]["name"] == "grpo"
     )
     label = agent_label(record)
-    assert label.startswith("ntpo (smollm2-135m) [trained on VirtualHome-FoodPreparation-v0]")
+    assert label.startswith("grpo (smollm2-135m) [trained on VirtualHome-FoodPreparation-v0]")
     mean, se = mean_stderr(seed_discounted_returns(record))
     assert cheese.row(label).cells[cheese.header.index(column)] == f"{mean:.3f} ± {se:.3f}"
     (salad,) = report.section("env-Overcooked-TomatoSalad-v0").tables()

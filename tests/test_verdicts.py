@@ -151,7 +151,8 @@ def test_generated_verdicts_follow_the_rule_on_the_committed_page():
             if "[exploratory]" in row[1] or "base" in row[1]:  # 3-seed rows
                 exploratory += 1
                 assert words.startswith("exploratory: direction only"), row
-    assert checked > 50 and exploratory > 40
+    # both kinds of row are on the page, so neither branch above is vacuous
+    assert checked > 50 and exploratory >= 10 and checked - exploratory >= 10
 
 
 def test_fewer_than_ten_seeds_give_the_direction_only(tmp_path):
@@ -174,9 +175,25 @@ def test_fewer_than_ten_seeds_give_the_direction_only(tmp_path):
 
 
 # -- below random ------------------------------------------------------------------------------
+def _first_study_foodprep_board() -> list[dict]:
+    """The board as it was with the first fair study's Food Preparation records (now in its
+    history): today's records, their Food Preparation-trained ones swapped for the first
+    study's."""
+    first = [r for r in load_records(FIRST_FAIR_STUDY) if _trained_on_foodprep(r)]
+    assert len(first) == 35  # 5 agents x 7 tasks
+    return [r for r in load_records(RESULTS) if not _trained_on_foodprep(r)] + first
+
+
+def _trained_on_foodprep(record: dict) -> bool:
+    """A trained agent's record on a VirtualHome task (every one is trained on Food Prep.)."""
+    agents = ("poad", "ntpo", "twosome", "grpo", "gigpo")
+    return record["agent"]["name"] in agents and record["env"]["id"].startswith("VirtualHome-")
+
+
 def test_poad_on_hamburger_is_flagged_below_random_in_tables_and_report(tmp_path):
-    """POAD on VirtualHome-Hamburger: 0 of 300 episodes against random's 7 of 300."""
-    records = load_records(RESULTS)
+    """The first fair study's POAD on VirtualHome-Hamburger: 0 of 300 episodes against
+    random's 7 of 300."""
+    records = _first_study_foodprep_board()
     by_id = {r["record_id"]: r for r in records}
     poad = by_id[HAMBURGER_POAD]
     random = by_id["VirtualHome-Hamburger-v0__random"]
@@ -206,7 +223,7 @@ def test_poad_on_hamburger_is_flagged_below_random_in_tables_and_report(tmp_path
         in (section)
     )
     assert flag in html.read_text()
-    # the committed page carries the flag
+    # the committed page carries the flag (today on the second study's Food Preparation rows)
     assert flag in RESULTS_MD.read_text(encoding="utf-8")
 
 
