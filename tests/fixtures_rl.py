@@ -32,6 +32,30 @@ def small_overrides(**changes):
     return values
 
 
+def train_tiny_poad_run(model_dir: Path, out: Path, *, seed: int = 0) -> Path:
+    """Train the smallest POAD run the CLI makes (2 env steps, one update) into ``out``.
+
+    For tests of the scripts that read trained run directories.
+    """
+    from agentbench_poad.cli import main
+
+    argv = ["train", "--agent", "poad", "--env", "Overcooked-TomatoSalad-v0"]
+    argv += ["--model", str(model_dir), "--total-steps", "2", "--out", str(out)]
+    argv += ["--seed", str(seed), "--no-progress"]
+    overrides = {
+        "num_envs": 1,
+        "rollout_length": 2,
+        "epochs": 1,
+        "num_minibatches": 1,
+        "eval_every": 0,
+        "critic_hidden_sizes": 16,
+    }
+    for key, value in overrides.items():
+        argv += ["--set", f"{key}={value}"]
+    assert main(argv) == 0
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random-init Llama-style model with a byte-level tokenizer, built once per session.

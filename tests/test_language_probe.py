@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures_rl import tiny_model_dir  # noqa: F401  (fixture)
+from tests.fixtures_rl import tiny_model_dir, train_tiny_poad_run  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,26 +70,10 @@ def test_a_model_without_lora_is_not_called_identity(lp, tiny_model_dir):  # noq
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory, tiny_model_dir):  # noqa: F811
-    from agentbench_poad.cli import main
-
-    runs = []
-    for seed in (0, 1):
-        out = tmp_path_factory.mktemp("lp-run") / f"poad{seed}"
-        argv = ["train", "--agent", "poad", "--env", "Overcooked-TomatoSalad-v0"]
-        argv += ["--model", str(tiny_model_dir), "--total-steps", "2", "--out", str(out)]
-        argv += ["--seed", str(seed), "--no-progress"]
-        for key, value in {
-            "num_envs": 1,
-            "rollout_length": 2,
-            "epochs": 1,
-            "num_minibatches": 1,
-            "eval_every": 0,
-            "critic_hidden_sizes": 16,
-        }.items():
-            argv += ["--set", f"{key}={value}"]
-        assert main(argv) == 0
-        runs.append(out)
-    return runs
+    return [
+        train_tiny_poad_run(tiny_model_dir, tmp_path_factory.mktemp("lp-run") / "poad", seed=seed)
+        for seed in (0, 1)
+    ]
 
 
 def test_resume_keeps_earlier_rows_and_measures_only_new_runs(lp, two_runs, tmp_path):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures_rl import train_tiny_poad_run
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Helpers imported by scripts, not scripts.
 NOT_SCRIPTS = {"benchmarks/_bench_model.py"}
@@ -90,23 +92,7 @@ def test_every_script_has_a_smoke_run():
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, tiny_model_dir) -> Path:  # noqa: F811
     """One tiny POAD training run (2 steps), for the scripts that read runs."""
-    from agentbench_poad.cli import main
-
-    out = tmp_path_factory.mktemp("smoke-run") / "poad"
-    overrides = {
-        "num_envs": 1,
-        "rollout_length": 2,
-        "epochs": 1,
-        "num_minibatches": 1,
-        "eval_every": 0,
-        "critic_hidden_sizes": 16,
-    }
-    argv = ["train", "--agent", "poad", "--env", "Overcooked-TomatoSalad-v0"]
-    argv += ["--model", str(tiny_model_dir), "--total-steps", "2", "--out", str(out)]
-    for key, value in overrides.items():
-        argv += ["--set", f"{key}={value}"]
-    assert main([*argv, "--no-progress"]) == 0
-    return out
+    return train_tiny_poad_run(tiny_model_dir, tmp_path_factory.mktemp("smoke-run") / "poad")
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
