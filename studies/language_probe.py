@@ -173,7 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume:
         import json
 
-        previous = json.loads(args.resume.read_text())
+        try:
+            previous = json.loads(args.resume.read_text())
+        except (OSError, ValueError) as exc:
+            parser.error(f"--resume {args.resume}: {exc}")
+        missing = {"window", "texts", "base", "runs"} - set(previous)
+        if missing:
+            parser.error(
+                f"--resume {args.resume} is not this probe's output (no {sorted(missing)})"
+            )
     result = probe(args.runs, args.window, previous)
     if args.out:
         from agentbench_poad.rl.run_dir import write_json

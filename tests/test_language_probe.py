@@ -98,3 +98,15 @@ def test_resume_refuses_another_window(lp, two_runs, tmp_path):
     assert lp.main([str(two_runs[0]), "--window", "64", "--out", str(first)]) == 0
     with pytest.raises(ValueError, match="windows of 64 tokens"):
         lp.main([str(two_runs[1]), "--window", "32", "--resume", str(first)])
+
+
+def test_resume_refuses_a_file_that_is_not_a_probe_output(lp, two_runs, tmp_path, capsys):
+    other = tmp_path / "other.json"
+    other.write_text('{"runs": []}')
+    with pytest.raises(SystemExit):
+        lp.main([str(two_runs[0]), "--resume", str(other)])
+    assert "is not this probe's output (no ['base', 'texts', 'window'])" in capsys.readouterr().err
+    other.write_text("{not json")
+    with pytest.raises(SystemExit):
+        lp.main([str(two_runs[0]), "--resume", str(other)])
+    assert f"--resume {other}:" in capsys.readouterr().err
