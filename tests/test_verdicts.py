@@ -185,9 +185,8 @@ def _first_study_foodprep_board() -> list[dict]:
 
 
 def _trained_on_foodprep(record: dict) -> bool:
-    """A trained agent's record on a VirtualHome task (every one is trained on Food Prep.)."""
-    agents = ("poad", "ntpo", "twosome", "grpo", "gigpo")
-    return record["agent"]["name"] in agents and record["env"]["id"].startswith("VirtualHome-")
+    """A record whose agent was trained on Food Preparation (its ``training.env_id``)."""
+    return (record.get("training") or {}).get("env_id") == "VirtualHome-FoodPreparation-v0"
 
 
 def test_poad_on_hamburger_is_flagged_below_random_in_tables_and_report(tmp_path):
