@@ -141,6 +141,53 @@ def test_reward_equals_direct_sklearn_auc(name, body):
     assert info["runtime_s"] > 0
 
 
+UNSEEDED = (
+    "from sklearn.ensemble import RandomForestClassifier\n"
+    "import random\n"
+    "model = RandomForestClassifier(n_estimators=8, max_features=random.choice([1, 2, 3]))\n"
+    "model.fit(x_train, y_train)\n"
+)
+
+
+def _unseeded_auc_by_hand(name: str) -> list[float]:
+    """The env's rule written as a plain loop: split i's global random state is seeded with i."""
+    import random
+
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import train_test_split
+
+    data = ds.load_dataset(name)
+    aucs = []
+    for i in range(5):
+        x_tr, x_te, y_tr, y_te = train_test_split(
+            data.X, data.y, test_size=0.5, random_state=i, shuffle=True
+        )
+        random.seed(i)
+        np.random.seed(i)
+        model = RandomForestClassifier(n_estimators=8, max_features=random.choice([1, 2, 3]))
+        proba = model.fit(x_tr, y_tr).predict_proba(x_te)
+        aucs.append(roc_auc_score(y_te, proba[:, 1]))
+    return aucs
+
+
+def test_code_without_a_random_state_gets_the_same_reward_every_run():
+    # before the grader seeded the global random state, this body scored differently on every
+    # run (a forest of 8 trees on gen-xor moves by a few hundredths of AUC)
+    rewards, split_aucs = [], []
+    for seed in (0, 0, 1):
+        env = make("gen-xor")
+        env.reset(seed=seed)
+        _, reward, terminated, _, info = env.step(UNSEEDED)
+        assert terminated, info["failure_message"]
+        rewards.append(reward)
+        split_aucs.append(info["split_aucs"])
+    assert rewards[0] == rewards[1] == rewards[2]
+    np.testing.assert_allclose(split_aucs[0], _unseeded_auc_by_hand("gen-xor"), rtol=0, atol=1e-9)
+    # each split has its own stream: the forests of two splits are not fitted from one state
+    assert len(set(split_aucs[0])) == 5
+
+
 class RecordingBackend(ProcessBackend):
     """The real process backend, recording what each call hands the sandbox."""
 
@@ -475,6 +522,18 @@ def test_docker_backend_scores_like_process(sandbox_image):
         _, rewards[sandbox], terminated, _, info = env.step(LOGISTIC)
         assert terminated and info["sandbox_backend"] == sandbox, info["failure_message"]
     assert rewards["docker"] == pytest.approx(rewards["process"], abs=1e-9)
+
+
+@pytest.mark.docker
+def test_docker_backend_seeds_the_global_random_state(sandbox_image):
+    rewards = []
+    for _ in range(2):
+        env = make("gen-xor", sandbox="docker")
+        env.reset(seed=0)
+        _, reward, terminated, _, info = env.step(UNSEEDED)
+        assert terminated and info["sandbox_backend"] == "docker", info["failure_message"]
+        rewards.append(reward)
+    assert rewards[0] == rewards[1]
 
 
 def test_scripted_bodies_other_than_the_default_are_other_rows():

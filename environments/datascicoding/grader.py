@@ -5,7 +5,9 @@ The splits follow the reference (docs/reference.md#datascicoding-grading): split
 stratification. One sandbox call carries every split as named inputs (``x_train_i``,
 ``y_train_i``, ``x_test_i``) and returns ``proba_i`` (``predict_proba`` of split ``i``'s test
 features); **test labels never enter the sandbox** and nothing the sandbox says about itself is
-trusted. The host checks the shapes and computes the AUC: the positive-class column for binary
+trusted. Before split ``i``'s ``build_model`` call the sandbox seeds Python's and NumPy's global
+random state with ``i``, so a program is scored the same way every time it runs, also when its
+estimator has no ``random_state`` (the grade is a function of the code and the dataset). The host checks the shapes and computes the AUC: the positive-class column for binary
 tasks, one-vs-one macro AUC for multiclass tasks (the reference's ``multi_class="ovo"``).
 
 Protocols (docs/envs/datascicoding.md, "Protocols"):
@@ -57,10 +59,16 @@ _HARNESS = '''
 
 def {entry}(**arrays):
     """Fit build_model on each split's training half and return predict_proba of its test half."""
+    import random as _random
+
     import numpy as _np
 
     outputs = {{}}
     for i in range({n_splits}):
+        # the global random state of split i is fixed, so a model left without a random_state
+        # (RandomForestClassifier(), MLPClassifier(), ...) scores the same every time it runs
+        _random.seed(i)
+        _np.random.seed(i)
         fitted = build_model(arrays["x_train_%d" % i], arrays["y_train_%d" % i])
         if fitted is None:
             raise TypeError("build_model returned None; store the fitted classifier in `model`")
