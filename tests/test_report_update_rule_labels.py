@@ -71,8 +71,8 @@ def test_safeguards_are_judged_against_the_runs_algorithm(source, change, defaul
 
 
 def test_group_defaults_are_not_ppos_so_a_shared_rule_would_mislabel_them():
-    from agentbench_poad.rl.config import PPOConfig
     from agentbench_poad.leaderboard.from_run import algorithm_defaults, safeguards_are_default
+    from agentbench_poad.rl.config import PPOConfig
 
     group = _settings(algorithm_defaults(GROUP_SOURCE))
     assert group != _settings(PPOConfig())

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentbench_poad.study.equivalence import NOTE as EQUIVALENCE_NOTE
+from agentbench_poad.study.equivalence import anchors_for, copy_equivalent, find_equivalent
 from agentbench_poad.study.spec import EvalTask, Study, StudyError, TrainCell, load_study
 from agentbench_poad.study.tuning import Selection, select, write_chosen, write_chosen_all
 from agentbench_poad.study.wall_time import WallTimeLog, run_update_time, run_wall_time
@@ -197,6 +199,8 @@ class _TrainJob:
     device: str | None
     env_executor: str | None
     max_updates: int | None
+    #: finished-or-not runs this one repeats exactly if their KL guard never fired (equivalence.py)
+    anchors: tuple[TrainCell, ...] = ()
 
 
 def _train_job(job: _TrainJob) -> dict[str, Any]:
@@ -212,6 +216,11 @@ def _train_job(job: _TrainJob) -> dict[str, Any]:
     if job.env_executor:
         overrides["env_executor"] = job.env_executor
     resume = (run_dir / "config.json").exists()
+    if not resume and job.anchors:
+        found = find_equivalent(job.anchors, lambda anchor: run_state(anchor) == "done")
+        if found is not None:
+            copy_equivalent(found, cell)
+            return {"run_dir": str(run_dir), "resumed": False, "equivalent_to": found.source}
     with WallTimeLog(run_dir):
         train(
             get_algorithm(cell.agent),
@@ -420,11 +429,29 @@ def run_study(
         if state == "done":
             result.skipped_runs.append(cell.run_dir)
         else:
-            todo.append(_TrainJob(cell, device, env_executor, max_updates))
+            anchors = anchors_for(cell, study.cells) if state == "new" else ()
+            todo.append(_TrainJob(cell, device, env_executor, max_updates, anchors))
             log(
                 f"{'resume' if state == 'partial' else 'train '} {cell.agent} "
                 f"{cell.env_id} seed {cell.seed} -> {cell.run_dir}"
+                + (
+                    f" (or a copy of {anchors[0].run_dir} if its KL guard never fires)"
+                    if anchors
+                    else ""
+                )
             )
+    # A run that may be a copy of another waits until its anchors have finished (or failed):
+    # it is released by `finished`, ahead of the queue (a copy takes no time).
+    unfinished = {job.cell.run_dir for job in todo}
+    held = [job for job in todo if job.anchors]
+    todo = [job for job in todo if not job.anchors]
+
+    def release() -> list[_TrainJob]:
+        ready = [j for j in held if not any(a.run_dir in unfinished for a in j.anchors)]
+        for job in ready:
+            held.remove(job)
+        return ready
+
     waiting = []
     for task in study.evals if evaluate else []:
         if eval_done(task):
@@ -448,12 +475,18 @@ def run_study(
 
     def finished(outcome: Any) -> list[EvalTask]:
         job = outcome.cell
+        if isinstance(job, _TrainJob) and outcome.ok and (outcome.value or {}).get("equivalent_to"):
+            log(
+                f"copied {job.cell.run_dir}: the same run as {outcome.value['equivalent_to']} "
+                "(its KL guard never fired at a tighter target_kl)"
+            )
         if isinstance(job, _TrainJob):
             (result.trained if outcome.ok else result.failed).append(job.cell.run_dir)
+            unfinished.discard(job.cell.run_dir)
             # A record is made as soon as its runs are trained, not after the whole grid: its
             # evaluations take the next free slots while the other slots go on training, and
             # a long study stopped midway keeps every record it could already make.
-            return take_ready(trained_only=True) if evaluate else []
+            return [*release(), *(take_ready(trained_only=True) if evaluate else [])]
         if outcome.ok:
             result.records.append(outcome.value)
         else:
@@ -472,7 +505,11 @@ def run_study(
     ) as runner:
         # Evaluations whose runs were trained by an earlier call go first; evaluation-only
         # tasks (untrained models, no runs) go after the training.
-        first: list[Any] = [*(take_ready(trained_only=True) if evaluate else []), *todo]
+        first: list[Any] = [
+            *(take_ready(trained_only=True) if evaluate else []),
+            *release(),
+            *todo,
+        ]
         runner.map(_study_job, first, on_result=finished, on_failure=failed)
         if evaluate:
             runner.map(
@@ -508,7 +545,9 @@ def study_files(study: Study) -> list[Path]:
         state = run_state(cell)
         if state != "new":
             files += shareable_files(
-                cell.run_dir, resumable=state == "partial", extra=("study_wall_time.json",)
+                cell.run_dir,
+                resumable=state == "partial",
+                extra=("study_wall_time.json", EQUIVALENCE_NOTE),
             )
     for task in study.evals:
         if eval_done(task):
