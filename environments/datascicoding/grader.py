@@ -7,8 +7,9 @@ stratification. One sandbox call carries every split as named inputs (``x_train_
 features); **test labels never enter the sandbox** and nothing the sandbox says about itself is
 trusted. Before split ``i``'s ``build_model`` call the sandbox seeds Python's and NumPy's global
 random state with ``i``, so a program is scored the same way every time it runs, also when its
-estimator has no ``random_state`` (the grade is a function of the code and the dataset). The host checks the shapes and computes the AUC: the positive-class column for binary
-tasks, one-vs-one macro AUC for multiclass tasks (the reference's ``multi_class="ovo"``).
+estimator has no ``random_state`` (the grade is a function of the code and the dataset). The
+host checks the shapes and computes the AUC: the positive-class column for binary tasks,
+one-vs-one macro AUC for multiclass tasks (the reference's ``multi_class="ovo"``).
 
 Protocols (docs/envs/datascicoding.md, "Protocols"):
 
