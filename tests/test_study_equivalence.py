@@ -14,22 +14,13 @@ from hypothesis import strategies as st
 from agentbench_poad.study import load_study, run_study
 from agentbench_poad.study.equivalence import NOTE, anchors_for, guard_never_fired
 from agentbench_poad.study.spec import TrainCell
+from tests.test_study_tuning import ENV
+from tests.test_study_tuning import SMALL as TUNING_SMALL
 
 pytest.importorskip("torch")
 
-ENV = "CaseStudy-Microwave-v0"
-SMALL = dict(
-    num_envs=2,
-    rollout_length=3,
-    epochs=2,
-    num_minibatches=2,
-    critic_lr=1e-3,
-    critic_hidden_sizes=[16, 16],
-    eval_every=1,
-    eval_episodes=2,
-    eval_greedy=False,
-    keep_checkpoints=1,
-)
+#: the tuning tests' small runs, with two epochs so the guard has later minibatches to judge
+SMALL = {**TUNING_SMALL, "epochs": 2}
 #: Numbers a run logs that are clocks, not results.
 TIMING = {"steps_per_second"}
 
