@@ -98,28 +98,22 @@ def anchors_for(cell: TrainCell, cells: Iterable[TrainCell]) -> tuple[TrainCell,
 def guard_never_fired(run_dir: str | Path) -> Equivalent | None:
     """The finished run's evidence: its ``target_kl`` and update count when every update ``1..N``
     (``N`` its newest checkpoint's) is logged with no skipped policy step; else None."""
-    from agentbench_poad.rl.run_dir import latest_checkpoint
+    from agentbench_poad.rl.run_dir import RunDirectory, latest_checkpoint, load_run_config
 
-    run_dir = Path(run_dir)
     try:
-        config = json.loads((run_dir / "config.json").read_text())
         checkpoint = latest_checkpoint(run_dir)
         if checkpoint is None:
             return None
         updates = int(json.loads((checkpoint / "state.json").read_text())["update"])
-        target_kl = config["algorithm"]["target_kl"]
+        target_kl = load_run_config(run_dir)["algorithm"]["target_kl"]
         seen: set[int] = set()
-        with open(run_dir / "metrics.jsonl", encoding="utf-8") as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                row = json.loads(line)
-                if row.get("update") is None or row["update"] > updates:
-                    continue
-                skipped = row.get("policy_steps_skipped")
-                if not isinstance(skipped, (int, float)) or math.isnan(skipped) or skipped != 0:
-                    return None
-                seen.add(int(row["update"]))
+        for row in RunDirectory(run_dir).read_metrics():
+            if row["update"] is None or row["update"] > updates:
+                continue  # a line logged past the checkpoint (a kill before it was saved)
+            skipped = row.get("policy_steps_skipped")
+            if not isinstance(skipped, (int, float)) or math.isnan(skipped) or skipped != 0:
+                return None
+            seen.add(int(row["update"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if target_kl is None or seen != set(range(1, updates + 1)):
