@@ -84,6 +84,15 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     return path if path.is_dir() else None
 
 
+def latest_update(run_dir: str | os.PathLike) -> int | None:
+    """The update the run's newest complete checkpoint was written after (its ``state.json``);
+    None without one."""
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        return None
+    return int(json.loads((checkpoint / "state.json").read_text())["update"])
+
+
 def _checkpoint_update(checkpoint: Path | None) -> int:
     """The update a checkpoint directory (``update_NNNNNN``) was written after; 0 for None."""
     if checkpoint is None:

@@ -98,13 +98,12 @@ def anchors_for(cell: TrainCell, cells: Iterable[TrainCell]) -> tuple[TrainCell,
 def guard_never_fired(run_dir: str | Path) -> Equivalent | None:
     """The finished run's evidence: its ``target_kl`` and update count when every update ``1..N``
     (``N`` its newest checkpoint's) is logged with no skipped policy step; else None."""
-    from agentbench_poad.rl.run_dir import RunDirectory, latest_checkpoint, load_run_config
+    from agentbench_poad.rl.run_dir import RunDirectory, latest_update, load_run_config
 
     try:
-        checkpoint = latest_checkpoint(run_dir)
-        if checkpoint is None:
+        updates = latest_update(run_dir)
+        if updates is None:
             return None
-        updates = int(json.loads((checkpoint / "state.json").read_text())["update"])
         target_kl = load_run_config(run_dir)["algorithm"]["target_kl"]
         seen: set[int] = set()
         for row in RunDirectory(run_dir).read_metrics():

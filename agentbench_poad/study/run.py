@@ -38,15 +38,14 @@ class StudyResult:
 # -- running ------------------------------------------------------------------------------------
 def _checkpointed(cell: TrainCell) -> tuple[int, int] | None:
     """``(updates, env steps per update)`` of the cell's newest checkpoint; None without one."""
-    from agentbench_poad.rl.trainer import latest_checkpoint
+    from agentbench_poad.rl.run_dir import latest_update, load_run_config
 
     run_dir = Path(cell.run_dir)
-    checkpoint = latest_checkpoint(run_dir) if (run_dir / "config.json").exists() else None
-    if checkpoint is None:
+    updates = latest_update(run_dir) if (run_dir / "config.json").exists() else None
+    if updates is None:
         return None
-    state = json.loads((checkpoint / "state.json").read_text())
-    config = json.loads((run_dir / "config.json").read_text())
-    return state["update"], config["algorithm"]["num_envs"] * config["algorithm"]["rollout_length"]
+    config = load_run_config(run_dir)
+    return updates, config["algorithm"]["num_envs"] * config["algorithm"]["rollout_length"]
 
 
 def _state_and_steps(cell: TrainCell) -> tuple[str, int]:
@@ -251,6 +250,7 @@ def _eval_job(task: EvalTask) -> str:
     from agentbench_poad.evaluation import deadline_cuts
     from agentbench_poad.leaderboard.from_run import record_from_runs
     from agentbench_poad.leaderboard.records import write_record
+    from agentbench_poad.rl.run_dir import load_run_config
 
     eval_dir = Path(task.eval_dir)
     eval_dir.mkdir(parents=True, exist_ok=True)
@@ -258,7 +258,7 @@ def _eval_job(task: EvalTask) -> str:
     if task.exploratory:
         study["exploratory"] = True
     if task.run_dirs:
-        configs = [json.loads((Path(r) / "config.json").read_text()) for r in task.run_dirs]
+        configs = [load_run_config(r) for r in task.run_dirs]
         wall = {str(c["seed"]): run_wall_time(r) for c, r in zip(configs, task.run_dirs)}
         record = record_from_runs(
             list(task.run_dirs),
