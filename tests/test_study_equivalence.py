@@ -5,6 +5,7 @@ else."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from agentbench_poad.study import load_study, run_study
 from agentbench_poad.study.equivalence import NOTE, anchors_for, guard_never_fired
+from agentbench_poad.study.run import cells_table, planned_copy, study_progress
 from agentbench_poad.study.spec import TrainCell
 from tests.test_study_tuning import ENV
 from tests.test_study_tuning import SMALL as TUNING_SMALL
@@ -83,6 +85,24 @@ def test_a_looser_guard_that_never_binds_is_copied_and_equals_real_training(tiny
             assert any(line.startswith(f"copied {loose}") for line in lines)
             assert not Path(loose, "study_wall_time.json").exists()  # no training time spent
 
+    # a looser run not yet copied: --dry-run and the progress summary say it will be a copy
+    loose = Path(run_dirs(study, grid["lr"][0], 2.0)[0])
+    shutil.move(loose, tmp_path / "aside")  # put back below
+    fresh = load_study(tmp_path / "pair.json", out=tmp_path / "pair")
+    rows = {row["run_dir"]: row for row in cells_table(fresh) if "run_dir" in row}
+    assert rows[str(loose)]["state"] == "copy"
+    assert (
+        Path(rows[str(loose)]["copy_of"]).resolve()
+        == Path(run_dirs(study, grid["lr"][0], 0.5)[0]).resolve()
+    )
+    assert [r["state"] for r in rows.values()].count("copy") == 1
+    progress = study_progress(fresh)
+    assert progress.runs.get("copy") == 1 and progress.may_copy == 0
+    tuning_left = {c.env_id for c in fresh.cells if c.group == "tuning"}
+    assert not tuning_left & set(progress.steps_left)  # a copy adds no env steps
+    assert "1 to copy (no training)" in progress.lines()[0]
+    shutil.move(tmp_path / "aside", loose)
+
     # target_kl 2.0 trained for real: the tightest guard of another study's grid
     grid = {"lr": [1e-3, 2e-3], "target_kl": [2.0, 3.0]}
     (tmp_path / "apart").mkdir()  # its own folder: seed 7 is not "another study's" seed there
@@ -107,6 +127,22 @@ def test_a_guard_that_fired_means_the_looser_run_is_trained(tiny_model, tmp_path
             assert guard_never_fired(tight) is None
             assert not Path(loose, NOTE).exists()
             assert Path(loose, "study_wall_time.json").exists()
+
+
+def test_a_study_not_started_counts_its_looser_runs_as_possible_copies(tiny_model, tmp_path):
+    grid = {"lr": [1e-3, 2e-3], "target_kl": [0.02, 0.1, None]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(tuning_spec(tiny_model, grid)))
+    study = load_study(path, out=tmp_path / "plan")
+    tuning = [c for c in study.cells if c.group == "tuning"]
+    looser = [c for c in tuning if c.overrides["target_kl"] != 0.02]
+    progress = study_progress(study)
+    assert progress.runs == {"new": len(study.cells)} and "copy" not in progress.runs
+    assert progress.may_copy == len(looser) == 8
+    assert any(
+        line.startswith("8 new run(s) counted above may be copies") for line in progress.lines()
+    )
+    assert all(planned_copy(c, study.cells) == (None, c in looser) for c in tuning)
 
 
 # -- the evidence read from a run's logs ---------------------------------------------------------

@@ -166,9 +166,10 @@ def run_study_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         for row in cells_table(study):
             if "run_dir" in row:
+                copy = f" (a copy of {row['copy_of']})" if "copy_of" in row else ""
                 print(
                     f"{row['state']:<8} train {row['agent']:<8} {row['env_id']} seed "
-                    f"{row['seed']} ({row['total_steps']} steps) -> {row['run_dir']}  "
+                    f"{row['seed']} ({row['total_steps']} steps) -> {row['run_dir']}{copy}  "
                     f"[{row['group']}]"
                 )
             else:

@@ -65,6 +65,17 @@ def run_state(cell: TrainCell) -> str:
     return _state_and_steps(cell)[0]
 
 
+def planned_copy(cell: TrainCell, cells: list[TrainCell]) -> tuple[str | None, bool]:
+    """For a run not yet started: ``(source, False)`` when the study will copy it from a finished
+    tighter-guard twin whose guard never fired (equivalence.py), ``(None, True)`` when such twins
+    exist but none has settled it yet (it may still be a copy), else ``(None, False)``."""
+    anchors = anchors_for(cell, cells)
+    if not anchors:
+        return None, False
+    found = find_equivalent(anchors, lambda anchor: run_state(anchor) == "done")
+    return (found.source, False) if found is not None else (None, True)
+
+
 @dataclass
 class StudyProgress:
     """Where a study stands (``study SPEC --dry-run`` prints it last)."""
@@ -85,6 +96,9 @@ class StudyProgress:
     unfinished_pace: frozenset[str] = frozenset()
     #: env id -> env steps the tuned pairs waiting for --select will add (their seeds x budget)
     waiting_steps: dict[str, int] = field(default_factory=dict)
+    #: new runs that may still be copies (their tighter-guard twins have not settled it); they
+    #: are counted in :attr:`steps_left` as training
+    may_copy: int = 0
 
     def _hours(self, steps: dict[str, int]) -> float | None:
         if any(env not in self.seconds_per_step for env in steps):
@@ -125,6 +139,8 @@ class StudyProgress:
 
     def lines(self) -> list[str]:
         runs = ", ".join(f"{self.runs.get(k, 0)} {k}" for k in ("done", "partial", "new"))
+        if self.runs.get("copy"):
+            runs += f", {self.runs['copy']} to copy (no training)"
         evals = ", ".join(f"{self.evals.get(k, 0)} {k}" for k in ("done", "todo"))
         out = [
             f"runs: {runs}; evaluations: {evals}; tuned pairs waiting for --select: {self.waiting}"
@@ -135,6 +151,11 @@ class StudyProgress:
             out.append(
                 "run time left at that pace, one run at a time: "
                 + self._hours_text(self.hours_left)
+            )
+        if self.may_copy:
+            out.append(
+                f"{self.may_copy} new run(s) counted above may be copies instead: their "
+                "tighter-guard twins have not finished (docs/study.md)"
             )
         if self.waiting_steps:
             total = sum(self.waiting_steps.values())
@@ -154,12 +175,17 @@ def study_progress(study: Study) -> StudyProgress:
     unfinished runs up to their newest checkpoint."""
     runs: dict[str, int] = {}
     steps_left: dict[str, int] = {}
+    may_copy = 0
     # env id -> [seconds, steps] of the finished runs (index 0) and of the unfinished ones (1)
     paced: dict[str, list[list[float]]] = {}
     for cell in study.cells:
         state, done = _state_and_steps(cell)
+        if state == "new":
+            source, maybe = planned_copy(cell, study.cells)
+            state = "copy" if source is not None else state
+            may_copy += maybe
         runs[state] = runs.get(state, 0) + 1
-        if state != "done":
+        if state not in ("done", "copy"):
             steps_left[cell.env_id] = steps_left.get(cell.env_id, 0) + cell.total_steps - done
         wall = run_wall_time(cell.run_dir) if done else None
         if wall is not None:
@@ -189,6 +215,7 @@ def study_progress(study: Study) -> StudyProgress:
         seconds_per_step,
         frozenset(unfinished),
         waiting,
+        may_copy,
     )
 
 
@@ -639,8 +666,16 @@ def select_all(study: Study) -> SelectAll:
 
 
 def cells_table(study: Study) -> list[dict[str, Any]]:
-    """The study's cells and their state (for ``study --dry-run``)."""
-    rows = [{**asdict(c), "state": run_state(c)} for c in study.cells]
+    """The study's cells and their state (for ``study --dry-run``): a new run the study will
+    copy has state ``"copy"`` and its source in ``"copy_of"``."""
+    rows = []
+    for c in study.cells:
+        row = {**asdict(c), "state": run_state(c)}
+        if row["state"] == "new":
+            source, _ = planned_copy(c, study.cells)
+            if source is not None:
+                row.update(state="copy", copy_of=source)
+        rows.append(row)
     rows += [
         {
             "key": t.key,
@@ -659,6 +694,7 @@ __all__ = [
     "StudyResult",
     "cells_table",
     "eval_done",
+    "planned_copy",
     "run_state",
     "run_study",
     "select_all",
