@@ -127,6 +127,9 @@ def test_a_guard_that_fired_means_the_looser_run_is_trained(tiny_model, tmp_path
             assert guard_never_fired(tight) is None
             assert not Path(loose, NOTE).exists()
             assert Path(loose, "study_wall_time.json").exists()
+    # the twins finished and fired: a looser run not yet started will be trained, not copied
+    loose = next(c for c in study.cells if c.group == "tuning" and c.overrides["target_kl"] == 2.0)
+    assert planned_copy(loose, study.cells) == (None, False)
 
 
 def test_a_study_not_started_counts_its_looser_runs_as_possible_copies(tiny_model, tmp_path):

@@ -67,13 +67,15 @@ def run_state(cell: TrainCell) -> str:
 
 def planned_copy(cell: TrainCell, cells: list[TrainCell]) -> tuple[str | None, bool]:
     """For a run not yet started: ``(source, False)`` when the study will copy it from a finished
-    tighter-guard twin whose guard never fired (equivalence.py), ``(None, True)`` when such twins
-    exist but none has settled it yet (it may still be a copy), else ``(None, False)``."""
+    tighter-guard twin whose guard never fired (equivalence.py), ``(None, True)`` when no finished
+    twin settles it but one has yet to finish (it may still be a copy), else ``(None, False)``
+    (no twin, or every twin finished with its guard firing: the run will be trained)."""
     anchors = anchors_for(cell, cells)
-    if not anchors:
-        return None, False
-    found = find_equivalent(anchors, lambda anchor: run_state(anchor) == "done")
-    return (found.source, False) if found is not None else (None, True)
+    done = {anchor.run_dir: run_state(anchor) == "done" for anchor in anchors}
+    found = find_equivalent(anchors, lambda anchor: done[anchor.run_dir])
+    if found is not None:
+        return found.source, False
+    return None, not all(done.values())
 
 
 @dataclass
