@@ -78,6 +78,16 @@ def planned_copy(cell: TrainCell, cells: list[TrainCell]) -> tuple[str | None, b
     return None, not all(done.values())
 
 
+def _planned_state(cell: TrainCell, cells: list[TrainCell]) -> tuple[str, int, str | None, bool]:
+    """:func:`run_state` with ``"copy"`` for a new run the study will copy: ``(state, env steps
+    checkpointed, the copy's source, whether a new run may still be a copy)``."""
+    state, done = _state_and_steps(cell)
+    if state != "new":
+        return state, done, None, False
+    source, maybe = planned_copy(cell, cells)
+    return ("copy" if source is not None else "new"), done, source, maybe
+
+
 @dataclass
 class StudyProgress:
     """Where a study stands (``study SPEC --dry-run`` prints it last)."""
@@ -181,11 +191,8 @@ def study_progress(study: Study) -> StudyProgress:
     # env id -> [seconds, steps] of the finished runs (index 0) and of the unfinished ones (1)
     paced: dict[str, list[list[float]]] = {}
     for cell in study.cells:
-        state, done = _state_and_steps(cell)
-        if state == "new":
-            source, maybe = planned_copy(cell, study.cells)
-            state = "copy" if source is not None else state
-            may_copy += maybe
+        state, done, _, maybe = _planned_state(cell, study.cells)
+        may_copy += maybe
         runs[state] = runs.get(state, 0) + 1
         if state not in ("done", "copy"):
             steps_left[cell.env_id] = steps_left.get(cell.env_id, 0) + cell.total_steps - done
@@ -672,12 +679,8 @@ def cells_table(study: Study) -> list[dict[str, Any]]:
     copy has state ``"copy"`` and its source in ``"copy_of"``."""
     rows = []
     for c in study.cells:
-        row = {**asdict(c), "state": run_state(c)}
-        if row["state"] == "new":
-            source, _ = planned_copy(c, study.cells)
-            if source is not None:
-                row.update(state="copy", copy_of=source)
-        rows.append(row)
+        state, _, source, _ = _planned_state(c, study.cells)
+        rows.append({**asdict(c), "state": state, **({"copy_of": source} if source else {})})
     rows += [
         {
             "key": t.key,
