@@ -34,12 +34,25 @@ def _read_spec(path: Path) -> dict[str, Any]:
 
 
 def _spec_path(spec: str, root: Path | None) -> Path:
+    """Where the spec a record names is on this machine.
+
+    A relative path is looked up under ``root``, ``AGENTBENCH_POAD_ROOT`` (default: the current
+    directory) and the checkout. An absolute path that is not here names a file of the machine
+    that trained the runs (``/home/me/agentbench-poad/studies/fair.toml``): its trailing parts
+    that keep the file's folder, longest first (``agentbench-poad/studies/fair.toml``, then
+    ``studies/fair.toml``), are looked up under the same folders, so a clone elsewhere checks the
+    record against its own copy of the spec.
+    """
     path = Path(spec)
-    if path.is_absolute() or path.exists():
+    if path.exists():
         return path
-    for base in (root, Path(os.environ.get("AGENTBENCH_POAD_ROOT", ".")), _checkout()):
-        if base is not None and (base / path).exists():
-            return base / path
+    parts = path.parts[1:] if path.is_absolute() else path.parts
+    tails = [Path(*parts[i:]) for i in range(max(1, len(parts) - 1))] if parts else []
+    bases = (root, Path(os.environ.get("AGENTBENCH_POAD_ROOT", ".")), _checkout())
+    for tail in tails:
+        for base in bases:
+            if base is not None and (base / tail).is_file():
+                return base / tail
     return path
 
 

@@ -372,6 +372,18 @@ def record_from_runs(
     best_code = max(best, key=lambda b: b["reward"]) if best else None
     total_steps = first.get("total_steps")
     sources = {json.dumps(c.get("config_source"), sort_keys=True) for c in configs}
+    specs = {str((c.get("config_source") or {}).get("spec")) for c in configs}
+    unspelled = {
+        json.dumps({**(c.get("config_source") or {}), "spec": None}, sort_keys=True)
+        for c in configs
+    }
+    if len(sources) > 1 and len(unspelled) == 1:
+        raise RecordError(
+            f"the runs name their study's spec by different paths ({sorted(specs)}): the same "
+            "configuration, but a record combines runs of one config_source; the study was "
+            "resumed by another path than it started with (`study` now refuses that), so set "
+            "training.config_source.spec of the odd runs' config.json to the path the others name"
+        )
     if len(sources) > 1:
         raise RecordError(
             "the runs were trained with configs from different sources "

@@ -167,3 +167,29 @@ def test_curve_label_says_whether_the_runs_evaluated_greedily(tmp_path):
     assert _curve_label([sampled]) == "sampled evaluation return"
     assert _curve_label([greedy, legacy]) == "greedy evaluation return"
     assert "greedy and sampled" in _curve_label([sampled, greedy])
+
+
+def test_runs_naming_their_spec_by_different_paths_are_refused_with_the_fix(tmp_path, tiny_model):
+    source = {"spec": "/work/a/studies/s.toml", "tuning": {"seeds": [9]}, "chosen": {"lr": 0.1}}
+    runs = []
+    for seed, spec, chosen in (
+        (0, source["spec"], 0.1),
+        (1, "studies/s.toml", 0.1),
+        (2, None, 0.2),
+    ):
+        run = _run(tmp_path, f"r{seed}", seed=seed)
+        config = json.loads((run / "config.json").read_text())
+        config["model"] = str(tiny_model)
+        config["config_source"] = {
+            **source,
+            "spec": spec or source["spec"],
+            "chosen": {"lr": chosen},
+        }
+        (run / "config.json").write_text(json.dumps(config))
+        runs.append(run)
+    with pytest.raises(
+        RecordError, match=r"different paths \(\['/work/a/studies/s.toml', 'studies"
+    ):
+        record_from_runs(runs[:2])
+    with pytest.raises(RecordError, match="configs from different sources"):
+        record_from_runs([runs[0], runs[2]])

@@ -388,3 +388,74 @@ def test_dry_run_counts_the_training_the_waiting_pairs_will_add(tmp_path):
     assert paced.lines()[-1].startswith(
         "their run time at that pace, one run at a time: about 0.0 h"
     )
+
+
+def test_a_study_resumed_by_another_spec_path_stops_before_any_run(
+    tiny_model, tmp_path, monkeypatch
+):
+    """A record combines runs of one config_source, which names the spec as given: resuming by
+    another spelling of the path must stop at once, not hours later when the record is made."""
+    chosen = {"poad": {"lr": 1e-3, "target_kl": 1.0}}
+
+    def spec(chosen):  # two updates of 6 env steps: one now, one after the resume
+        return {**spec_dict(tiny_model, chosen=chosen)} | {
+            "study": {**spec_dict(tiny_model)["study"], "total_steps": {ENV: 12}}
+        }
+
+    path = write(tmp_path / "s.json", spec(chosen))
+    out = tmp_path / "out"
+    started = load_study(path, out=out).select(["eval"])
+    first = run_study(started, max_updates=1, evaluate=False, log=lambda line: None)
+    assert first.failed == [] and len(first.trained) == 1
+    (cell,) = started.cells
+    config = Path(cell.run_dir) / "config.json"
+    before = config.read_text()
+    assert json.loads(before)["config_source"]["spec"] == str(path)
+
+    monkeypatch.chdir(tmp_path)  # the same file, named relative to the current directory
+    relative = load_study("s.json", out=out).select(["eval"])
+    lines: list[str] = []
+    with pytest.raises(StudyError) as raised:
+        run_study(relative, evaluate=False, log=lines.append)
+    message = str(raised.value)
+    assert f"the spec path {str(path)!r}" in message and str(cell.run_dir) in message
+    assert lines == [] and config.read_text() == before  # nothing ran, nothing rewritten
+
+    write(
+        path, spec({"poad": {"lr": 5e-2, "target_kl": 1.0}})
+    )  # the same path, another chosen configuration: named as such
+    with pytest.raises(StudyError, match="another configuration"):
+        run_study(load_study(path, out=out).select(["eval"]), evaluate=False, log=lines.append)
+    write(path, spec(chosen))
+    again = run_study(load_study(path, out=out).select(["eval"]), evaluate=False, log=lines.append)
+    assert again.failed == [] and len(again.trained) == 1  # the path it started with: resumes
+
+
+def test_a_committed_tuned_record_checks_against_this_clones_spec(tmp_path, monkeypatch):
+    """A record names its spec as its study was given it, often an absolute path of the machine
+    that trained it; a clone anywhere else checks it against its own copy of that spec."""
+    from agentbench_poad.leaderboard.config_source import check_config_source
+    from agentbench_poad.leaderboard.schema import RecordError
+
+    tuned = []
+    for path in sorted((ROOT / "leaderboard" / "results").glob("*.json")):
+        record = json.loads(path.read_text())
+        spec = ((record.get("training") or {}).get("config_source") or {}).get("spec", "")
+        if spec.endswith(".toml") and Path(spec).is_absolute():
+            tuned.append(record)
+    assert tuned, "the board holds tuned records of an absolute spec path"
+    monkeypatch.chdir(tmp_path)  # not the checkout: only the fallback can find the spec
+    monkeypatch.delenv("AGENTBENCH_POAD_ROOT", raising=False)
+    for record in tuned[:3]:
+        name = Path(record["training"]["config_source"]["spec"]).name
+        moved = copy.deepcopy(record)
+        moved["training"]["config_source"]["spec"] = f"/elsewhere/a-clone/studies/{name}"
+        check_config_source(moved, root=ROOT)  # found as studies/<name> of this checkout
+        lost = copy.deepcopy(record)
+        lost["training"]["config_source"]["spec"] = f"/elsewhere/a-clone/gone/{name}"
+        with pytest.raises(RecordError, match="cannot be read"):
+            check_config_source(lost, root=ROOT)
+        bare = copy.deepcopy(record)  # a file name alone is not enough to find another's spec
+        bare["training"]["config_source"]["spec"] = f"/{name}"
+        with pytest.raises(RecordError, match="cannot be read"):
+            check_config_source(bare, root=tmp_path)

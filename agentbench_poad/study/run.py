@@ -421,6 +421,53 @@ def check_portable(study: Study) -> None:
         raise StudyError(str(exc)) from exc
 
 
+def check_config_sources(study: Study) -> None:
+    """Before any run: every started run of a tuned group names the spec as this call does.
+
+    A record combines runs of one ``training.config_source`` (the spec path, as given, the
+    tuning protocol and the chosen configuration), and resuming a run rewrites its
+    ``config.json``. Giving the spec by another path than the study was started with (relative
+    instead of absolute, another checkout) would leave the finished runs naming one path and the
+    new ones another, and the record would be refused only when the last run ends, hours later.
+
+    Raises:
+        StudyError: a started run names another spec path or configuration; the message says
+            which path to give.
+    """
+    from agentbench_poad.rl.run_dir import load_run_config
+
+    problems: dict[str, list[str]] = {}
+    for cell in study.cells:
+        if not cell.config_source_json or not (Path(cell.run_dir) / "config.json").exists():
+            continue
+        wanted = json.loads(cell.config_source_json)
+        try:
+            stored = load_run_config(Path(cell.run_dir)).get("config_source")
+        except (OSError, ValueError):
+            continue  # an unreadable config.json fails in the run itself, with its own error
+        if stored is None or stored == wanted:
+            continue
+        same_but_path = {**stored, "spec": wanted.get("spec")} == wanted
+        key = (
+            f"the spec path {stored.get('spec')!r}"
+            if same_but_path
+            else f"another configuration ({json.dumps(stored, sort_keys=True)})"
+        )
+        problems.setdefault(key, []).append(str(cell.run_dir))
+    if problems:
+        lines = [
+            f"{len(runs)} started run(s) name {what}, e.g. {runs[0]}"
+            for what, runs in problems.items()
+        ]
+        raise StudyError(
+            "this study's runs were started with another spec path or configuration than this "
+            f"call's (spec {study.spec_path!r}):\n  "
+            + "\n  ".join(lines)
+            + "\na record combines runs of one config_source: give the spec by the path the runs "
+            "name (or start the study in a new --out)"
+        )
+
+
 def run_study(
     spec: str | os.PathLike | Study,
     *,
@@ -453,6 +500,7 @@ def run_study(
     study = spec if isinstance(spec, Study) else load_study(spec, out=out, records=records)
     if evaluate:
         check_portable(study)
+    check_config_sources(study)
     result = StudyResult()
     for waiting_pair in study.pending:
         log(
