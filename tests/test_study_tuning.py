@@ -391,7 +391,7 @@ def test_dry_run_counts_the_training_the_waiting_pairs_will_add(tmp_path):
 
 
 def test_a_study_resumed_by_another_spec_path_stops_before_any_run(
-    tiny_model, tmp_path, monkeypatch
+    tiny_model, tmp_path, monkeypatch, capsys
 ):
     """A record combines runs of one config_source, which names the spec as given: resuming by
     another spelling of the path must stop at once, not hours later when the record is made."""
@@ -420,6 +420,11 @@ def test_a_study_resumed_by_another_spec_path_stops_before_any_run(
     message = str(raised.value)
     assert f"the spec path {str(path)!r}" in message and str(cell.run_dir) in message
     assert lines == [] and config.read_text() == before  # nothing ran, nothing rewritten
+    from agentbench_poad.cli import main
+
+    assert main(["study", "s.json", "--out", str(out), "--group", "eval", "--dry-run"]) == 2
+    assert "would stop before any run" in capsys.readouterr().err
+    assert config.read_text() == before
 
     write(
         path, spec({"poad": {"lr": 5e-2, "target_kl": 1.0}})

@@ -176,10 +176,14 @@ def run_study_command(args: argparse.Namespace) -> int:
                 print(f"{row['state']:<8} eval  {row['key']}  [{row['group']}]")
         for pair in study.pending:
             print(f"{'wait':<8} tuned {pair} (no configuration chosen yet: --select)")
-        from agentbench_poad.study.run import study_progress
+        from agentbench_poad.study.run import check_config_sources, study_progress
 
         for line in study_progress(study).lines():
             print(line)
+        try:  # what the run itself would refuse before its first cell
+            check_config_sources(study)
+        except ValueError as exc:
+            return die(f"this study would stop before any run: {exc}")
         return 0
     try:
         result = run_study(
