@@ -380,9 +380,9 @@ def record_from_runs(
     if len(sources) > 1 and len(unspelled) == 1:
         raise RecordError(
             f"the runs name their study's spec by different paths ({sorted(specs)}): the same "
-            "configuration, but a record combines runs of one config_source; the study was "
-            "resumed by another path than it started with (`study` now refuses that), so set "
-            "training.config_source.spec of the odd runs' config.json to the path the others name"
+            "configuration, but a record combines runs of one config_source (a study resumed "
+            "by another path than it started with, which `study` refuses before any run): set "
+            "training.config_source.spec in the odd runs' config.json to the path the others name"
         )
     if len(sources) > 1:
         raise RecordError(
