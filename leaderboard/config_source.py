@@ -19,7 +19,13 @@ from typing import Any
 
 from agentbench_poad.leaderboard.schema import RecordError
 
-__all__ = ["check_config_source"]
+__all__ = ["check_config_source", "without_spec_path"]
+
+
+def without_spec_path(source: dict[str, Any] | None) -> dict[str, Any]:
+    """A ``config_source`` less the spelling of its spec's path: two runs trained with the same
+    choice of the same spec compare equal even when their study named the spec differently."""
+    return {**(source or {}), "spec": None}
 
 
 def _read_spec(path: Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentbench_poad.leaderboard.config_source import without_spec_path
 from agentbench_poad.leaderboard.records import RecordError, mean_stderr
 from agentbench_poad.leaderboard.runs import resolve_run, stored_run_path
 from agentbench_poad.registration import env_facts
@@ -374,8 +375,7 @@ def record_from_runs(
     sources = {json.dumps(c.get("config_source"), sort_keys=True) for c in configs}
     specs = {str((c.get("config_source") or {}).get("spec")) for c in configs}
     unspelled = {
-        json.dumps({**(c.get("config_source") or {}), "spec": None}, sort_keys=True)
-        for c in configs
+        json.dumps(without_spec_path(c.get("config_source")), sort_keys=True) for c in configs
     }
     if len(sources) > 1 and len(unspelled) == 1:
         raise RecordError(

@@ -434,6 +434,7 @@ def check_config_sources(study: Study) -> None:
         StudyError: a started run names another spec path or configuration; the message says
             which path to give.
     """
+    from agentbench_poad.leaderboard.config_source import without_spec_path
     from agentbench_poad.rl.run_dir import load_run_config
 
     problems: dict[str, list[str]] = {}
@@ -447,10 +448,9 @@ def check_config_sources(study: Study) -> None:
             continue  # an unreadable config.json fails in the run itself, with its own error
         if stored is None or stored == wanted:
             continue
-        same_but_path = {**stored, "spec": wanted.get("spec")} == wanted
         key = (
             f"the spec path {stored.get('spec')!r}"
-            if same_but_path
+            if without_spec_path(stored) == without_spec_path(wanted)
             else f"another configuration ({json.dumps(stored, sort_keys=True)})"
         )
         problems.setdefault(key, []).append(str(cell.run_dir))
