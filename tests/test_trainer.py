@@ -190,6 +190,28 @@ def test_existing_run_needs_resume_and_same_arguments(tiny_model, tmp_path):
         )
 
 
+def test_plain_resume_keeps_a_study_runs_config_source(tiny_model, tmp_path):
+    source = {"spec": "studies/some.toml", "group": "g", "chosen": "config1"}
+    out = tmp_path / "run"
+    kwargs = dict(seed=0, out=out, progress=False)
+    train(get_algorithm("poad"), ENV, tiny_model, overrides=SMALL, total_steps=6,
+          config_source=source, **kwargs)  # fmt: skip
+    before = json.loads((out / "config.json").read_text())
+    assert before["config_source"] == source
+    # `train --resume` names no spec: the run keeps the one it was made with.
+    train(get_algorithm("poad"), ENV, tiny_model, overrides=SMALL, total_steps=12, resume=True,
+          **kwargs)  # fmt: skip
+    after = json.loads((out / "config.json").read_text())
+    assert after["config_source"] == source
+    assert len(after["code_sessions"]) == len(before["code_sessions"]) + 1
+    # Another source is refused before anything is rewritten.
+    other = {**source, "spec": "elsewhere/some.toml"}
+    with pytest.raises(ValueError, match="elsewhere/some.toml"):
+        train(get_algorithm("poad"), ENV, tiny_model, overrides=SMALL, total_steps=18,
+              resume=True, config_source=other, **kwargs)  # fmt: skip
+    assert json.loads((out / "config.json").read_text()) == after
+
+
 def test_errors_name_the_fix(tiny_model, tmp_path):
     with pytest.raises(ValueError, match="total_steps"):
         train(

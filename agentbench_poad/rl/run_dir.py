@@ -135,6 +135,31 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def _kept_config_source(
+    path: Path, previous: dict[str, Any], spec: dict[str, Any]
+) -> dict[str, Any]:
+    """The spec to write when resuming: a study's run keeps its ``config_source``.
+
+    A run a study's tuning configured names that choice in ``config_source`` (the record's
+    ``training.config_source``). Resuming it with a plain ``train --resume``, which has no
+    spec to name, keeps the one the run was made with (the identity keys already showed it is
+    the same configuration); resuming it with another one is refused: the runs of a record
+    must name one.
+    """
+    before = previous.get("config_source")
+    if before is None:
+        return spec
+    if "config_source" not in spec:
+        return {**spec, "config_source": before}
+    if spec["config_source"] != before:
+        raise ValueError(
+            f"cannot resume {path}: it was made from {before!r}, this call names "
+            f"{spec['config_source']!r}; resume it through the same study spec path (or "
+            "without one, as `train --resume` does), or train into a new --out"
+        )
+    return spec
+
+
 class RunDirectory:
     """One run directory: its files, checkpoints and resume checks.
 
@@ -185,6 +210,7 @@ class RunDirectory:
                         f"cannot resume {self.path}: its {key} is {previous.get(key)!r}, this "
                         f"call asks for {spec[key]!r}; pass the same arguments or a new --out"
                     )
+            spec = _kept_config_source(self.path, previous, spec)
             checkpoint = latest_checkpoint(self.path)
         elif self.metrics_path.exists():
             raise FileExistsError(
