@@ -20,7 +20,9 @@ KL guard's policy steps taken and skipped per training (``guard``); a study's tu
 from its runs (``tuning:SPEC:OUT``, paths relative to the repository root); one agent's margin
 over another env by env and where actions are long against where they are not
 (``margins:A-B`` or ``margins:A-B:ENV,ENV``), and the best code found against a fixed baseline
-(``best-code:BASELINE``), in :mod:`.long_actions`; what one study's verdicts became in a later
+(``best-code:BASELINE``), in :mod:`.long_actions`; a study's learning curves by runnable rate and
+final AUC from its runs (``run-curves:SPEC:OUT:ENV``, :mod:`.run_curves`); what one study's
+verdicts became in a later
 study of the same pairs, from the board and its history together (``changes:BEFORE:AFTER``,
 study names). The record tables
 live in :mod:`.record_tables`, the fair comparison's in :mod:`.fair_tables`; this module finds
@@ -49,6 +51,7 @@ from agentbench_poad.leaderboard.report.fair_tables import (
 from agentbench_poad.leaderboard.report.long_actions import best_code_table, margin_table
 from agentbench_poad.leaderboard.report.paper import PaperResults, as_paper
 from agentbench_poad.leaderboard.report.record_tables import curves_table, env_table, table1
+from agentbench_poad.leaderboard.report.run_curves import run_curves_table
 from agentbench_poad.leaderboard.report.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 
 MARKER = re.compile(
@@ -99,8 +102,10 @@ def fill(
 
     A region ``tuning:SPEC:OUT`` (or ``tuning:SPEC:OUT:NAME``, one of several ``[[tuning]]``
     protocols) is a study's tuning table (:func:`tuning_table`), SPEC and OUT relative to
-    ``root`` (default: the current directory). A region ``changes:BEFORE:AFTER`` reads the
-    records and ``history`` (the records the board's history holds) together.
+    ``root`` (default: the current directory); ``run-curves:SPEC:OUT:ENV`` reads the same
+    study's evaluation runs on ENV (:func:`.run_curves.run_curves_table`). A region
+    ``changes:BEFORE:AFTER`` reads the records and ``history`` (the records the board's history
+    holds) together.
 
     Raises:
         ValueError: a region names a table the records cannot give.
@@ -123,6 +128,11 @@ def fill(
             _, spec, out, *protocol = name.split(":")
             base = Path.cwd() if root is None else Path(root)
             table = tuning_table(base / spec, base / out, *protocol)
+            return f"{match.group(1)}{table}\n{match.group(4)}"
+        if name.startswith("run-curves:") and name.count(":") == 3:
+            _, spec, out, env_id = name.split(":")
+            base = Path.cwd() if root is None else Path(root)
+            table = run_curves_table(base / spec, base / out, env_id)
             return f"{match.group(1)}{table}\n{match.group(4)}"
         if name.startswith("changes:") and name.count(":") == 2:
             _, before, after = name.split(":")
