@@ -226,6 +226,68 @@ def test_action_timeout_zero_means_no_deadline_and_bad_values_are_errors(tmp_pat
             load_study(path)
 
 
+SLOW_AGENT = """
+import time
+
+from agentbench_poad.baselines.random import make_random_agent
+
+
+class Slow:
+    def __init__(self, seed):
+        self.inner = make_random_agent(seed=seed)
+
+    def act(self, observation, available_actions):
+        time.sleep(0.5)
+        return self.inner.act(observation, available_actions)
+
+
+def make(env=None, seed=0):
+    return Slow(seed)
+"""
+
+
+def test_an_evaluation_cut_by_the_deadline_is_not_done(tmp_path):
+    """A record whose episodes the per-call deadline ended measures the machine's load: it is
+    written (with a warning) but the evaluation stays to do, and the next run evaluates again."""
+    from agentbench_poad.evaluation import deadline_cuts
+    from agentbench_poad.study.run import eval_done
+
+    (tmp_path / "slow_agent.py").write_text(SLOW_AGENT)
+    path = tmp_path / "s.json"
+    path.write_text(
+        json.dumps(
+            {
+                "study": {"name": "cut", "model": "m"},
+                "eval": {"episodes": 1, "action_timeout": 0.05, "seeds": [0]},
+                "group": [{"agents": [f"{tmp_path / 'slow_agent.py'}:make"], "envs": [ENV]}],
+            }
+        )
+    )
+    study = load_study(path, out=tmp_path / "out", records=tmp_path / "records")
+    (task,) = study.evals
+    result = run_study(study)
+    (record_path,) = result.records
+    record = json.loads(Path(record_path).read_text())
+    assert deadline_cuts(record) >= 1
+    assert not eval_done(task)
+    assert not (Path(task.eval_dir) / "done.json").exists()
+    first = record["created_at"]
+    time.sleep(1.1)
+    (again,) = run_study(
+        load_study(path, out=tmp_path / "out", records=tmp_path / "records")
+    ).records
+    assert json.loads(Path(again).read_text())["created_at"] != first  # evaluated again
+    # the same agent within its deadline is done after one run
+    spec = json.loads(path.read_text())
+    spec["eval"]["action_timeout"] = 0
+    path.write_text(json.dumps(spec))
+    (done_record,) = run_study(
+        load_study(path, out=tmp_path / "out", records=tmp_path / "records")
+    ).records
+    assert deadline_cuts(json.loads(Path(done_record).read_text())) == 0
+    assert eval_done(load_study(path, out=tmp_path / "out", records=tmp_path / "records").evals[0])
+
+
 def _ship(files: list[Path], to: Path) -> None:
     """Copy the listed (cwd-relative) files to another root, as a git clone would hold them."""
     for path in files:

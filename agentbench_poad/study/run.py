@@ -281,8 +281,11 @@ def _study_job(job: _TrainJob | EvalTask) -> Any:
 
 
 def _eval_job(task: EvalTask) -> str:
-    """Evaluate one task, write its record; returns the record path. A record with episodes
-    that the evaluation's deadline ended is written with a warning (the tables set it apart)."""
+    """Evaluate one task, write its record; returns the record path.
+
+    A record with episodes that the evaluation's per-call deadline ended measures the machine's
+    load as much as the agent (the tables set it apart): it is written, with a warning, but the
+    evaluation is not marked done, so the study's next run evaluates it again."""
     from agentbench_poad.evaluation import deadline_cuts
     from agentbench_poad.leaderboard.from_run import record_from_runs
     from agentbench_poad.leaderboard.records import write_record
@@ -331,17 +334,24 @@ def _eval_job(task: EvalTask) -> str:
             ),
         )
     path = Path(task.records_dir) / f"{record['record_id']}.json"
-    if cut := deadline_cuts(record):
+    cut = deadline_cuts(record)
+    if cut:
         print(
             f"warning: {record['record_id']}: {cut} episode(s) ended by the evaluation deadline "
-            f"({task.action_timeout} s per call); the tables will not compare this record. "
-            "Re-evaluate with action_timeout = 0 in the group's eval table (docs/study.md)",
+            f"({task.action_timeout} s per call); the tables will not compare this record and "
+            "the evaluation is not marked done: run the study again on a machine with free "
+            "cores to evaluate it again, or set action_timeout = 0 in the group's eval table "
+            "(docs/study.md)",
             file=sys.stderr,
             flush=True,
         )
     supersede(path, task.study)
     write_record(path, record)
-    (eval_dir / "done.json").write_text(json.dumps({"record": str(path)}) + "\n")
+    done = eval_dir / "done.json"
+    if cut:
+        done.unlink(missing_ok=True)
+    else:
+        done.write_text(json.dumps({"record": str(path)}) + "\n")
     return str(path)
 
 
