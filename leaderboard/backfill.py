@@ -10,6 +10,9 @@
   the algorithm they name (``training.algorithm``), not of PPO's shared config: GRPO and GiGPO
   leave per-minibatch re-normalisation off by definition (records made before this rule said
   "non-default" for them).
+* ``training.best_code``: the best code found during training, from the runs'
+  ``best_code.json``, where a record lacks it (records a study wrote from a worker whose
+  directory was not the runs root missed it).
 * With ``replay_discounted``: a record of a *deterministic* agent whose episodes log no
   discounted return is replayed in full (every episode of every seed); each replayed episode
   must reproduce its return, score, success, length and failure exactly, and then its
@@ -63,6 +66,14 @@ def backfill_record(record: dict[str, Any], *, replay_discounted: bool = False) 
         if training.get("safeguards_default") is not default:
             training["safeguards_default"] = default
             changes.append("update-rule default")
+    if training and training.get("best_code") is None and run_dirs:
+        from agentbench_poad.leaderboard.from_run import best_code_of_runs
+
+        # Records made by a study's workers missed it: the runs were looked up by their stored
+        # (runs-root relative) path from the worker's directory.
+        if (best := best_code_of_runs(run_dirs)) is not None:
+            training["best_code"] = best
+            changes.append("best code during training")
     summary = discounted_summary(updated["scores"]["per_seed"])
     if any(updated["scores"].get(k, object()) != v for k, v in summary.items()):
         updated["scores"].update(summary)

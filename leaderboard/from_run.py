@@ -279,6 +279,12 @@ def read_best_code(run_dir: Path) -> dict[str, Any] | None:
     return {"label": BEST_CODE_LABEL, "reward": float(reward), "code": str(code)}
 
 
+def best_code_of_runs(run_dirs: dict[str, Path]) -> dict[str, Any] | None:
+    """The best code over runs (seed -> run dir): the highest reward, with its seed."""
+    best = [b | {"seed": int(s)} for s, r in run_dirs.items() if (b := read_best_code(Path(r)))]
+    return max(best, key=lambda b: b["reward"]) if best else None
+
+
 def load_run_agent(runs: dict[str, str], seed: int, greedy: bool = True) -> Any:
     """Factory used by records of trained agents: the agent of the run trained with ``seed``."""
     from agentbench_poad.rl.trainer import load_agent
@@ -341,6 +347,7 @@ def record_from_runs(
                 "combines runs of one agent, env and model only"
             )
     runs: dict[str, str] = {}
+    local: dict[str, Path] = {}  # seed -> the run dir as given (``runs`` holds stored paths)
     for run_dir, cfg in zip(run_dirs, configs):
         seed = int(cfg.get("seed", len(runs)))
         if str(seed) in runs:
@@ -348,6 +355,7 @@ def record_from_runs(
                 f"two runs share training seed {seed}: {runs[str(seed)]} and {run_dir}"
             )
         runs[str(seed)] = stored_run_path(run_dir)
+        local[str(seed)] = Path(run_dir)
     train_env = first.get("env_id")
     eval_env = env_id or train_env
     if not eval_env:
@@ -369,8 +377,7 @@ def record_from_runs(
         if problem := model_problem(model, where=f"the runs' model ({run_dirs[0]})"):
             raise RecordError(problem)
     curve = combine_curves([read_learning_curve(r) for r in run_dirs], y=_curve_label(run_dirs))
-    best = [b | {"seed": int(s)} for s, r in runs.items() if (b := read_best_code(Path(r)))]
-    best_code = max(best, key=lambda b: b["reward"]) if best else None
+    best_code = best_code_of_runs(local)
     total_steps = first.get("total_steps")
     sources = {json.dumps(c.get("config_source"), sort_keys=True) for c in configs}
     specs = {str((c.get("config_source") or {}).get("spec")) for c in configs}

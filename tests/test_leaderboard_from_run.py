@@ -193,3 +193,36 @@ def test_runs_naming_their_spec_by_different_paths_are_refused_with_the_fix(tmp_
         record_from_runs(runs[:2])
     with pytest.raises(RecordError, match="configs from different sources"):
         record_from_runs([runs[0], runs[2]])
+
+
+@settings(max_examples=30, deadline=None)
+@given(rewards=st.lists(st.one_of(st.none(), st.floats(-1.0, 1.0)), min_size=1, max_size=5))
+def test_best_code_of_runs_is_the_highest_reward_read_from_the_dirs_as_given(
+    tmp_path_factory, rewards
+):
+    """The best code over a record's runs, read from the run dirs as given (a study's worker
+    runs elsewhere than the runs root), is the highest reward, with its seed."""
+    import os
+
+    from agentbench_poad.leaderboard.from_run import best_code_of_runs
+
+    root = tmp_path_factory.mktemp("runs")
+    dirs = {}
+    for seed, reward in enumerate(rewards):
+        best = None if reward is None else {"code": f"model = M{seed}()", "reward": reward}
+        dirs[str(seed)] = _run(root, f"seed{seed}", seed=seed, best=best)
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    before = os.getcwd()
+    os.chdir(elsewhere)
+    try:
+        got = best_code_of_runs(dirs)
+    finally:
+        os.chdir(before)
+    expected = None
+    for seed, reward in enumerate(rewards):
+        if reward is not None and (expected is None or reward > expected["reward"]):
+            expected = {"reward": reward, "seed": seed, "code": f"model = M{seed}()"}
+    if expected is None:
+        assert got is None
+    else:
+        assert got == {"label": BEST_CODE_LABEL, **expected}
