@@ -120,12 +120,13 @@ def add_parser(subparsers) -> None:
 
     b = sub.add_parser(
         "backfill",
-        help="add content hashes, discounted-return summaries and the update-rule flag to "
-        "existing records",
+        help="add content hashes, discounted-return summaries, the update-rule flag and the "
+        "best code to existing records",
         description="Add to each record what this version of the record states: the sha256 of "
         "the base model's weights and of each seed's adapter files (from the model cache and the "
         "runs root), the discounted return over seeds, and whether the runs' update safeguards are "
-        "the defaults of the algorithm they name. With --replay-discounted, a record "
+        "the defaults of the algorithm they name, and a trained record's best code found during "
+        "training where it lacks one (from the runs). With --replay-discounted, a record "
         "whose episodes log no discounted return (a deterministic agent) is replayed in full: "
         "every episode must reproduce exactly, and its discounted return is then stored.",
     )
