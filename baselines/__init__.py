@@ -4,6 +4,8 @@
 * :mod:`.random` -- a uniformly random agent over the available actions;
 * :mod:`.poad`, :mod:`.ntpo`, :mod:`.twosome` -- the reference RL agents (need the ``train`` extra);
 * :mod:`.grpo`, :mod:`.gigpo` -- critic-free group baselines (GRPO, GiGPO) on the same protocol.
+* :mod:`.archer_adrl` -- the paper's "ARCHER" as its code ran it (NTPO with another
+  action-boundary bootstrap).
 
 :func:`get_algorithm` finds them by name and users' own algorithms by spec.
 """
@@ -20,6 +22,7 @@ ALGORITHMS: dict[str, str] = {
     "twosome": "agentbench_poad.baselines.twosome:TWOSOME",
     "grpo": "agentbench_poad.baselines.grpo:GRPO",
     "gigpo": "agentbench_poad.baselines.gigpo:GiGPO",
+    "archer-adrl": "agentbench_poad.baselines.archer_adrl:ArcherADRL",
 }
 
 

@@ -10,7 +10,13 @@ action has tokens ``w^1..w^n`` (``n`` may differ per step and env) and the token
   and ``A_t^n = δ + γλ m_{t+1} A_{t+1}^1``; on an inner token ``δ = c V_t^{j+1} − V_t^j`` and
   ``A_t^j = δ + cλ A_t^{j+1}``, where ``c`` is the *intra-action* discount: ``c = 1`` is BAD
   (POAD: no discount inside an action, so every token is credited with the action's return) and
-  ``c = γ`` is NTPO (every token discounted as if it were an environment step).
+  ``c = γ`` is NTPO (every token discounted as if it were an environment step);
+* **ARCHER as the paper's code ran it** (``boundary="last"``, baselines/archer_adrl.py): NTPO's
+  inner tokens, but the last token bootstraps from ``V_{t+1}^{n_{t+1}}``, the value before the
+  *last* token of the next action, instead of ``V_{t+1}^1``; the advantage carried across the
+  boundary is still ``A_{t+1}^1``. Where there is no next action (the last rollout step, a
+  time-limit truncation) the value of the next observation, the value before its first token,
+  stands in: the reference's choice for the last rollout step.
 
 ``m_{t+1} = 1 − dones[t]``: ``dones[t]`` says the episode ended with step ``t`` (the env
 auto-reset), so nothing is bootstrapped across it. Returns are ``R = A + V``.
@@ -56,7 +62,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["action_level_gae", "discount_matrix", "reverse_discounted_cumsum", "token_level_gae"]
+__all__ = [
+    "BOUNDARY_BOOTSTRAPS",
+    "action_level_gae",
+    "discount_matrix",
+    "reverse_discounted_cumsum",
+    "token_level_gae",
+]
+
+#: Values of :func:`token_level_gae`'s ``boundary``: which token value of the next action an
+#: action's last token bootstraps from, ``"first"`` (``V_{t+1}^1``: POAD, NTPO) or ``"last"``
+#: (``V_{t+1}^{n_{t+1}}``: ARCHER as the paper's code ran it).
+BOUNDARY_BOOTSTRAPS = ("first", "last")
 
 #: The scaled (cumulative-sum) form needs ``factor^width`` far from underflow; below this
 #: exponent the exact discount-matrix product is used instead.
@@ -291,6 +308,7 @@ def token_level_gae(
     intra_gamma: float,
     truncated: Any = None,
     final_values: Any = None,
+    boundary: str = "first",
 ) -> tuple[Any, Any]:
     """Token-level GAE: BAD (``intra_gamma=1``, POAD) or the naive backup (``intra_gamma=gamma``, NTPO).
 
@@ -310,6 +328,11 @@ def token_level_gae(
             step ``t`` (implies ``dones[t]``); None: every done is terminal.
         final_values: ``(T, N)`` value before the first token of the observation each truncated
             episode stopped at (read only where ``truncated``); with ``truncated``.
+        boundary: which value of the next step's action an action's last token bootstraps from:
+            ``"first"`` (``V_{t+1}^1``, POAD and NTPO) or ``"last"`` (``V_{t+1}^{n_{t+1}}``, the
+            value before the next action's last token: ARCHER as the paper's code ran it). Either
+            way ``next_value`` serves the last rollout step and ``final_values`` a truncation,
+            and the advantage carried across the boundary is ``A_{t+1}^1``.
 
     Returns:
         ``(advantages, returns)``, each ``(T, N, L)`` and exactly 0 at pads, of the same kind as
@@ -321,6 +344,8 @@ def token_level_gae(
             values at real tokens, or (values near the float64 limit) an overflow.
     """
     _check_discounts(gamma=gamma, lam=lam, intra_gamma=intra_gamma)
+    if boundary not in BOUNDARY_BOOTSTRAPS:
+        raise ValueError(f"boundary must be one of {BOUNDARY_BOOTSTRAPS}, got {boundary!r}")
     r = _to_numpy(rewards)
     v = _to_numpy(values)
     mask = _to_numpy(token_mask, dtype=bool)
@@ -352,7 +377,16 @@ def token_level_gae(
 
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite values raise ValueError below
         advantages, returns = _token_gae_arrays(
-            r, v, mask, d, nv, lengths, gamma=gamma, lam=lam, intra_gamma=intra_gamma
+            r,
+            v,
+            mask,
+            d,
+            nv,
+            lengths,
+            gamma=gamma,
+            lam=lam,
+            intra_gamma=intra_gamma,
+            boundary=boundary,
         )
     return _like(advantages, values), _like(returns, values)
 
@@ -368,9 +402,11 @@ def _token_gae_arrays(
     gamma: float,
     lam: float,
     intra_gamma: float,
+    boundary: str,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`token_level_gae` on validated float64 arrays: ``(advantages, returns)``."""
     steps, envs, width = v.shape
+    settings = dict(gamma=gamma, lam=lam, intra_gamma=intra_gamma, boundary=boundary)
     factor = intra_gamma * lam
     last = lengths - 1  # 0-based index of each action's last token, (T, N)
     outside = np.empty((steps, envs))  # e_t, what enters an action from outside (below)
@@ -384,6 +420,11 @@ def _token_gae_arrays(
     np.multiply(v, mask, out=returns)
     values = returns  # zero-padded V, until the advantages are added at the end
     first_value = values[..., 0]  # V_t^1, (T, N) (a copy is not needed: read before the end)
+    # What the previous step's last token bootstraps from: V_t^1, or V_t^{n_t} (a fresh gather).
+    if boundary == "first":
+        boundary_value = first_value
+    else:
+        boundary_value = np.take_along_axis(values, last[..., None], axis=-1)[..., 0]
 
     if _scaled_form_is_safe(factor, width):
         # With V zeroed at pads, delta_j = c·V^{j+1} − V^j is the TD error of an inner token, −V^n
@@ -404,16 +445,14 @@ def _token_gae_arrays(
             np.multiply(advantages, scale, out=advantages)
         row_total = advantages.sum(axis=-1)  # f^0 A^0 without e_t, (T, N)
         if not np.isfinite(row_total).all():
-            return _restart_with_clean_pads(
-                r, v, mask, d, nv, lengths, gamma=gamma, lam=lam, intra_gamma=intra_gamma
-            )
+            return _restart_with_clean_pads(r, v, mask, d, nv, lengths, **settings)
         last_weight = np.power(factor, last.astype(np.float64))  # f^last, (T, N)
         discount = gamma * (1.0 - d)  # γ m_{t+1}, (T, N)
-        next_first_value = nv  # V_{t+1}^1
+        next_boundary_value = nv  # V_{t+1}^1 (or V_{t+1}^n); beyond the rollout: V_T^1
         next_first_advantage = np.zeros_like(nv)  # A_{t+1}^1 (0 beyond the rollout)
         for t in reversed(range(steps)):
-            outside[t] = r[t] + discount[t] * (next_first_value + lam * next_first_advantage)
-            next_first_value = first_value[t]
+            outside[t] = r[t] + discount[t] * (next_boundary_value + lam * next_first_advantage)
+            next_boundary_value = boundary_value[t]
             next_first_advantage = row_total[t] + last_weight[t] * outside[t]
         # Add f^last e_t at each action's last token; then the reversed cumulative sum: a
         # reversed copy, a forward cumulative sum, a copy back. Pads after the last token hold 0
@@ -432,20 +471,18 @@ def _token_gae_arrays(
         delta = np.concatenate([intra_gamma * values[..., 1:], np.zeros((steps, envs, 1))], axis=-1)
         np.subtract(delta, values, out=delta)
         if not np.isfinite(delta).all():
-            return _restart_with_clean_pads(
-                r, v, mask, d, nv, lengths, gamma=gamma, lam=lam, intra_gamma=intra_gamma
-            )
+            return _restart_with_clean_pads(r, v, mask, d, nv, lengths, **settings)
         last_one_hot = np.arange(width) == last[..., None]
         stacked = np.concatenate([delta.reshape(-1, width), last_one_hot.reshape(-1, width)])
         summed = stacked @ discount_matrix(width, factor).T
         inner = summed[: steps * envs].reshape(steps, envs, width)
         to_last = summed[steps * envs :].reshape(steps, envs, width)  # f^{n−j}, 0 at pads
-        next_first_value = nv
+        next_boundary_value = nv
         next_first_advantage = np.zeros_like(nv)
         for t in reversed(range(steps)):
             keep = 1.0 - d[t]
-            outside[t] = r[t] + gamma * keep * (next_first_value + lam * next_first_advantage)
-            next_first_value = first_value[t]
+            outside[t] = r[t] + gamma * keep * (next_boundary_value + lam * next_first_advantage)
+            next_boundary_value = boundary_value[t]
             next_first_advantage = inner[t, :, 0] + to_last[t, :, 0] * outside[t]
         np.copyto(advantages, inner + to_last * outside[..., None])
     np.add(returns, advantages, out=returns)  # R = A + V; 0 + 0 at pads
@@ -463,6 +500,7 @@ def _restart_with_clean_pads(
     gamma: float,
     lam: float,
     intra_gamma: float,
+    boundary: str,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Non-finite row totals: a ValueError for NaN/inf at real tokens, else pads held NaN/inf."""
     _check_finite("values", v[mask], "at real tokens")
@@ -481,6 +519,7 @@ def _restart_with_clean_pads(
         gamma=gamma,
         lam=lam,
         intra_gamma=intra_gamma,
+        boundary=boundary,
     )
 
 
