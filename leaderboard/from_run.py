@@ -145,6 +145,10 @@ SAFEGUARD_FIELDS = (
     "advantage_std_floor",
     "skip_signal_free",
 )
+#: Safeguard fields added after records existed, with the value every earlier run used: a run
+#: config that lacks one ran with that value (its record's ``safeguards`` then omit it, so the
+#: records made before it existed recompute unchanged).
+ADDED_SAFEGUARD_FIELDS = {"signal_free_entropy": True}
 
 
 def algorithm_defaults(algorithm_source: dict[str, Any] | None) -> Any:
@@ -174,7 +178,10 @@ def safeguards_are_default(
     """Whether the safeguard ``settings`` (:data:`SAFEGUARD_FIELDS`) are the defaults of the
     algorithm the run names (:func:`algorithm_defaults`)."""
     defaults = algorithm_defaults(algorithm_source)
-    return all(settings.get(k) == getattr(defaults, k) for k in SAFEGUARD_FIELDS)
+    return all(settings.get(k) == getattr(defaults, k) for k in SAFEGUARD_FIELDS) and all(
+        settings.get(k, implied) == getattr(defaults, k)
+        for k, implied in ADDED_SAFEGUARD_FIELDS.items()
+    )
 
 
 def _safeguards(configs: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> dict[str, Any]:
@@ -185,6 +192,7 @@ def _safeguards(configs: Sequence[dict[str, Any]], run_dirs: Sequence[Path]) -> 
 
     algorithm = configs[0].get("algorithm") or {}
     settings = {k: algorithm.get(k) for k in SAFEGUARD_FIELDS}
+    settings.update({k: algorithm[k] for k in ADDED_SAFEGUARD_FIELDS if k in algorithm})
     known = all(k in algorithm for k in SAFEGUARD_FIELDS)
     used: dict[str, int | None] = {}
     for config, run in zip(configs, run_dirs):

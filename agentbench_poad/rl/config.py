@@ -169,6 +169,10 @@ class PPOConfig:
     (a group agent's advantages are then exactly 0; skipping also drops the entropy bonus).
     The default since the stable-updates ablation chose it over normalising over the batch with
     a floor and over no normalisation (docs/agents.md, "Stable updates")."""
+    signal_free_entropy: bool = True
+    """Keep the entropy bonus on an update whose rollout rewards are all equal (the paper's
+    agents keep it on every update). False drops it there (the reward-free-update ablation's
+    rule (c), docs/agents.md "Reward-free updates"); irrelevant under ``skip_signal_free``."""
     dual_clip: float | None = 3.0
     """Dual-clip PPO constant c > 1: a negative advantage's loss is at most ``c·|A|`` (the
     common large-scale RL frameworks' default 3). None: plain PPO (unbounded), the paper's

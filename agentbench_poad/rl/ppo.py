@@ -84,6 +84,9 @@ class PPOSettings:
             this (0: no floor), so a batch of tiny advantages (critic noise) is not scaled up.
         skip_signal_free: skip every policy step of an update whose rollout rewards are all
             equal (no reward signal: the advantages are the critic's noise or exactly 0).
+        signal_free_entropy: keep the entropy bonus on an update whose rollout rewards are all
+            equal (False: the policy loss of such an update has no entropy term; rule (c) of
+            docs/agents.md, "Reward-free updates"). Irrelevant when ``skip_signal_free``.
         dual_clip: dual-clip constant ``c > 1``: the loss of a negative advantage is at most
             ``c·|A|`` (None: plain PPO, unbounded).
         max_log_ratio: the log-ratio is clamped to ``±max_log_ratio`` before ``exp``.
@@ -106,6 +109,7 @@ class PPOSettings:
     normalize_over: str = "minibatch"
     advantage_std_floor: float = 0.0
     skip_signal_free: bool = True
+    signal_free_entropy: bool = True
     dual_clip: float | None = 3.0
     max_log_ratio: float = 20.0
 
@@ -356,6 +360,8 @@ def accumulate_policy_gradients(
     evaluate_policy: EvaluatePolicy,
     settings: PPOSettings,
     guard_kl: GuardKL | None = None,
+    *,
+    entropy_coef: float | None = None,
 ) -> dict[str, float]:
     """Backpropagate the minibatch's policy loss in chunks (:func:`policy_chunks`).
 
@@ -366,9 +372,14 @@ def accumulate_policy_gradients(
     the minibatch's samples; where it is None or returns None, the KL is the k3 estimate over the
     minibatch's real tokens.
 
+    ``entropy_coef`` overrides ``settings.entropy_coef`` (0 on a reward-free update under
+    rule (c), :attr:`PPOSettings.signal_free_entropy`).
+
     Returns:
         ``policy_loss``, ``entropy`` and ``approx_kl`` of the minibatch (floats).
     """
+    if entropy_coef is None:
+        entropy_coef = settings.entropy_coef
     count = minibatch.mask.sum().to(advantages.dtype).clamp(min=1.0)
     samples = max(len(minibatch), 1)
     totals = {"policy_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0}
@@ -390,7 +401,7 @@ def accumulate_policy_gradients(
         policy_loss = masked_mean(surrogate, mask, count)
         entropy = masked_mean(evaluation.entropy, mask, count)
         _check_finite(policy_loss=policy_loss, entropy=entropy)
-        (policy_loss - settings.entropy_coef * entropy).backward()
+        (policy_loss - entropy_coef * entropy).backward()
         with torch.no_grad():
             per_sample = None if guard_kl is None else guard_kl(chunk, evaluation)
             if per_sample is None:
@@ -453,6 +464,21 @@ def critic_step(
     return float(value_loss.detach()), norm
 
 
+def _nan_max(current: float, value: float) -> float:
+    """``max`` where the NaN start value (nothing measured yet) loses to any number."""
+    return value if current != current else max(current, value)
+
+
+def _grad_norm(parameters: Sequence[torch.nn.Parameter]) -> float:
+    """The global L2 norm of the parameters' gradients (as ``clip_grad_norm_`` measures it)."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return 0.0
+    return float(
+        torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+    )
+
+
 def _grad_norm_step(
     parameters: Sequence[torch.nn.Parameter], optimizer: torch.optim.Optimizer, max_grad_norm: float
 ) -> float:
@@ -501,7 +527,10 @@ def ppo_update(
         minibatches), ``critic_grad_norm``, ``policy_grad_norm`` (means over the steps taken),
         ``policy_steps_taken`` and ``policy_steps_skipped`` (policy steps the KL guard skipped),
         ``signal_free`` (1.0 when the rollout's rewards were all equal; with
-        ``skip_signal_free`` the policy then took no step: ``policy_steps_taken`` is 0).
+        ``skip_signal_free`` the policy then took no step: ``policy_steps_taken`` is 0),
+        ``policy_loss_max`` and ``policy_grad_norm_max`` (the largest |policy loss| and pre-clip
+        policy gradient norm of any minibatch, KL-skipped ones included; NaN when no policy
+        pass ran).
     """
     size = len(batch)
     if settings.num_minibatches > size:
@@ -517,9 +546,15 @@ def ppo_update(
     }
     critic_norms: list[float] = []
     policy_norms: list[float] = []
+    # Per-update maxima over minibatches: a mean hides one bad minibatch (its loss must exceed
+    # 16 to show as > 1 in a mean over 16), the ablation's criterion reads these.
+    loss_max = norm_max = float("nan")
     skipped = 0
     minibatches = 0
     hold_policy = settings.skip_signal_free and signal_free_batch
+    entropy_coef = (
+        0.0 if signal_free_batch and not settings.signal_free_entropy else settings.entropy_coef
+    )
     advantages_all = batch.advantages
     if settings.normalize_advantages and settings.normalize_over == "batch":
         advantages_all = normalize_advantages(
@@ -548,17 +583,25 @@ def ppo_update(
                 )
             policy_optimizer.zero_grad(set_to_none=True)
             stats = accumulate_policy_gradients(
-                minibatch, advantages, evaluate_policy, settings, guard_kl
+                minibatch,
+                advantages,
+                evaluate_policy,
+                settings,
+                guard_kl,
+                entropy_coef=entropy_coef,
             )
             for key, value in stats.items():
                 sums[key] += value
+            loss_max = _nan_max(loss_max, abs(stats["policy_loss"]))
             if settings.target_kl is not None and stats["approx_kl"] > settings.target_kl:
+                # The step is skipped, but its pre-clip norm is still a minibatch's gradient.
+                norm_max = _nan_max(norm_max, _grad_norm(policy_parameters))
                 policy_optimizer.zero_grad(set_to_none=True)  # discard; skip this step only
                 skipped += 1
             else:
-                policy_norms.append(
-                    _grad_norm_step(policy_parameters, policy_optimizer, settings.max_grad_norm)
-                )
+                norm = _grad_norm_step(policy_parameters, policy_optimizer, settings.max_grad_norm)
+                policy_norms.append(norm)
+                norm_max = _nan_max(norm_max, norm)
     metrics = {key: value / max(minibatches, 1) for key, value in sums.items()}
     metrics["critic_grad_norm"] = sum(critic_norms) / max(len(critic_norms), 1)
     if critic_optimizer is None:  # nothing was measured: logged as null, not 0
@@ -567,6 +610,8 @@ def ppo_update(
     metrics["policy_steps_taken"] = float(len(policy_norms))
     metrics["policy_steps_skipped"] = float(skipped)
     metrics["signal_free"] = float(signal_free_batch)
+    metrics["policy_loss_max"] = loss_max
+    metrics["policy_grad_norm_max"] = norm_max
     if hold_policy:  # nothing of the policy was measured: logged as null, not 0
         for key in ("policy_loss", "entropy", "approx_kl", "policy_grad_norm"):
             metrics[key] = float("nan")

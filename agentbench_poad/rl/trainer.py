@@ -87,6 +87,8 @@ METRIC_KEYS = (
     "signal_free",
     "critic_grad_norm",
     "policy_grad_norm",
+    "policy_loss_max",
+    "policy_grad_norm_max",
     "steps_per_second",
 )
 #: Metrics that depend on wall-clock time (they differ between otherwise identical runs).
