@@ -21,7 +21,9 @@ from its runs (``tuning:SPEC:OUT``, paths relative to the repository root); one 
 over another env by env and where actions are long against where they are not
 (``margins:A-B`` or ``margins:A-B:ENV,ENV``), and the best code found against a fixed baseline
 (``best-code:BASELINE``), in :mod:`.long_actions`; a study's learning curves by runnable rate and
-final AUC from its runs (``run-curves:SPEC:OUT:ENV``, :mod:`.run_curves`); what one study's
+final AUC from its runs (``run-curves:SPEC:OUT:ENV``, :mod:`.run_curves`); learning speed per
+env, each agent's normalised area under its runs' curves (``speed:<env id>``) and every pair's
+comparison with its verdict (``speed-pairs:<env id>``), in :mod:`.speed`; what one study's
 verdicts became in a later
 study of the same pairs, from the board and its history together (``changes:BEFORE:AFTER``,
 study names). The record tables
@@ -52,6 +54,7 @@ from agentbench_poad.leaderboard.report.long_actions import best_code_table, mar
 from agentbench_poad.leaderboard.report.paper import PaperResults, as_paper
 from agentbench_poad.leaderboard.report.record_tables import curves_table, env_table, table1
 from agentbench_poad.leaderboard.report.run_curves import run_curves_table
+from agentbench_poad.leaderboard.report.speed import speed_pairs_table, speed_table
 from agentbench_poad.leaderboard.report.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 
 MARKER = re.compile(
@@ -88,6 +91,8 @@ def _tables(inputs: Inputs) -> dict[str, Callable[[], str]]:
         found[f"env:{env_id}"] = lambda e=env_id: env_table(e, inputs)
         if any(r.get("learning_curve") for r in inputs.by_env[env_id]):
             found[f"curves:{env_id}"] = lambda e=env_id: curves_table(e, inputs)
+            found[f"speed:{env_id}"] = lambda e=env_id: speed_table(inputs, e)
+            found[f"speed-pairs:{env_id}"] = lambda e=env_id: speed_pairs_table(inputs, e)
     return found
 
 
