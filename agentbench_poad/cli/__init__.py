@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from agentbench_poad.version import __version__
@@ -39,6 +40,12 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
         if "default" in help_text.lower() or action.default in (None, argparse.SUPPRESS):
             return help_text
         return super()._get_help_string(action)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # argparse's wrapping, but never inside a hyphenated name (archer-adrl, smollm2-135m):
+        # users copy those from the help.
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False)
 
 
 def build_parser() -> argparse.ArgumentParser:

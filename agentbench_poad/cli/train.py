@@ -1,4 +1,5 @@
-"""``agentbench-poad train``: train POAD, NTPO, TWOSOME, GRPO, GiGPO or your own algorithm."""
+"""``agentbench-poad train``: train a built-in agent (POAD, NTPO, TWOSOME, GRPO, GiGPO, ARCHER,
+ARCHER-ADRL: every name in ``baselines.ALGORITHMS``) or your own algorithm."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def add_parser(subparsers) -> None:
     p = add_command(
         subparsers,
         "train",
-        "train an RL agent (POAD, NTPO, TWOSOME, GRPO, GiGPO) or your own algorithm with LoRA",
+        "train an RL agent (POAD, NTPO, TWOSOME, GRPO, GiGPO, ARCHER, ARCHER-ADRL) or your own "
+        "algorithm with LoRA",
         "Train a reference agent on ENV with a causal LM: a named model (e.g. smollm2-135m,\n"
         "fetched on first use; `agentbench-poad model list`), a .gguf file, a local directory or\n"
         "a hub id (make a small offline one with `agentbench-poad model init tiny --out DIR`).\n"
