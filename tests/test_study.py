@@ -250,7 +250,7 @@ def test_an_evaluation_cut_by_the_deadline_is_not_done(tmp_path):
     """A record whose episodes the per-call deadline ended measures the machine's load: it is
     written (with a warning) but the evaluation stays to do, and the next run evaluates again."""
     from agentbench_poad.evaluation import deadline_cuts
-    from agentbench_poad.study.run import eval_done
+    from agentbench_poad.study.plan import eval_done
 
     (tmp_path / "slow_agent.py").write_text(SLOW_AGENT)
     path = tmp_path / "s.json"
@@ -754,7 +754,7 @@ def test_progress_counts_states_steps_left_and_the_finished_runs_pace(tiny_model
     """`study --dry-run`'s summary: runs and evaluations by state, env steps still to train (a
     partial run from its newest checkpoint) and the wall time per env step of finished runs
     (of unfinished runs, to their newest checkpoint, while none has finished)."""
-    from agentbench_poad.study.run import study_progress
+    from agentbench_poad.study.plan import study_progress
     from agentbench_poad.study.wall_time import run_wall_time
 
     spec = write_spec(tmp_path / "s.json", tiny_model, seeds=(0, 1, 2), total_steps=24)
@@ -884,7 +884,7 @@ def test_a_tuned_spec_evaluating_on_an_earlier_studys_evaluation_seeds_is_refuse
 def test_the_committed_tuned_studies_evaluate_on_fresh_seeds(tmp_path):
     """The committed tuned specs load (their evaluation seeds overlap neither their tuning
     seeds nor any other spec's evaluation seeds), and the earlier studies' seeds are read."""
-    from agentbench_poad.study.spec import earlier_evaluation_seeds
+    from agentbench_poad.study.seeds import earlier_evaluation_seeds
 
     studies = ROOT / "studies"
     seen = dict(earlier_evaluation_seeds(studies / "none.toml"))

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from agentbench_poad.study import load_study, run_study
 from agentbench_poad.study.equivalence import NOTE, anchors_for, guard_never_fired
-from agentbench_poad.study.run import cells_table, planned_copy, study_progress
-from agentbench_poad.study.spec import TrainCell
+from agentbench_poad.study.grid import TrainCell
+from agentbench_poad.study.plan import cells_table, planned_copy, study_progress
 from tests.test_study_tuning import ENV
 from tests.test_study_tuning import SMALL as TUNING_SMALL
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentbench_poad.study import StudyError, load_study, run_study, select_configs
-from agentbench_poad.study.run import select_all
+from agentbench_poad.study.selection import select_all
 from tests.test_study_tuning import GRID, SMALL  # the single-protocol tests' tiny settings
 
 pytest.importorskip("torch")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentbench_poad.study import StudyError, load_study, run_study, select_configs
-from agentbench_poad.study.run import StudyProgress, study_progress
+from agentbench_poad.study.plan import StudyProgress, study_progress
 from agentbench_poad.study.tuning import last3_sampled_return, read_tuning
 
 pytest.importorskip("torch")

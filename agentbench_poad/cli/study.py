@@ -112,7 +112,7 @@ def run_study_command(args: argparse.Namespace) -> int:
         return die(str(exc))
     if args.select:
         from agentbench_poad.study import select_configs
-        from agentbench_poad.study.run import select_all
+        from agentbench_poad.study.selection import select_all
 
         if study.tunings and not study.tunings[0].entry:  # the single [tuning] table
             try:
@@ -176,7 +176,7 @@ def run_study_command(args: argparse.Namespace) -> int:
                 print(f"{row['state']:<8} eval  {row['key']}  [{row['group']}]")
         for pair in study.pending:
             print(f"{'wait':<8} tuned {pair} (no configuration chosen yet: --select)")
-        from agentbench_poad.study.run import check_config_sources, study_progress
+        from agentbench_poad.study.plan import check_config_sources, study_progress
 
         for line in study_progress(study).lines():
             print(line)

@@ -46,24 +46,24 @@ Cells run on an executor (``local`` or ``ray``, :mod:`agentbench_poad.executors`
 is reported, retried, and does not stop the others. ``device="cuda"`` runs the same spec on a GPU.
 ``load_study(spec).select(["base-model"])`` keeps only the named groups (``study --group``).
 
-The package: :mod:`~agentbench_poad.study.spec` reads and checks a spec (:func:`load_study`);
-:mod:`~agentbench_poad.study.run` runs it (:func:`run_study`) and says what is done;
+The package: :mod:`~agentbench_poad.study.spec` reads and checks a spec (:func:`load_study`)
+into the types of :mod:`~agentbench_poad.study.grid` (:mod:`~agentbench_poad.study.agents`: the
+agents it names; :mod:`~agentbench_poad.study.seeds`: the seed rules);
+:mod:`~agentbench_poad.study.plan` says what is done and what a run would do;
+:mod:`~agentbench_poad.study.run` runs it (:func:`run_study`);
 :mod:`~agentbench_poad.study.wall_time` counts each run's training wall time;
-:mod:`~agentbench_poad.study.tuning` is the tuning protocol (``[tuning]``, ``--select``).
+:mod:`~agentbench_poad.study.tuning` reads the tuning protocol (``[tuning]``) and
+:mod:`~agentbench_poad.study.selection` chooses after it (``--select``).
 """
 
 from __future__ import annotations
 
-from agentbench_poad.study.run import (
-    StudyResult,
-    cells_table,
-    eval_done,
-    run_state,
-    run_study,
-    select_configs,
-    study_files,
-)
-from agentbench_poad.study.spec import EvalTask, Study, StudyError, TrainCell, load_study
+from agentbench_poad.study.grid import EvalTask, Study, TrainCell
+from agentbench_poad.study.plan import cells_table, eval_done, run_state, study_files
+from agentbench_poad.study.run import StudyResult, run_study
+from agentbench_poad.study.selection import select_configs
+from agentbench_poad.study.spec import load_study
+from agentbench_poad.study.specfile import StudyError
 from agentbench_poad.study.wall_time import WallTimeLog, run_update_time, run_wall_time
 
 __all__ = [

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.study.spec import TrainCell
+from agentbench_poad.study.grid import TrainCell
 
 #: The note a copied run carries.
 NOTE = "equivalent_to.json"

@@ -1,9 +1,10 @@
-"""Reading and checking a study spec: the grid of training cells and evaluation tasks.
+"""Reading and checking a study spec: :func:`load_study`.
 
-:func:`load_study` reads a TOML or JSON spec (the format is in the docstring of
-:mod:`agentbench_poad.study` and in ``docs/study.md``), checks all of it (unknown agent, env or
-preset, a duplicate cell, a bad override: one :class:`StudyError` listing every problem) and
-expands it into a :class:`Study`: its :class:`TrainCell` runs and :class:`EvalTask` evaluations.
+The format is in the docstring of :mod:`agentbench_poad.study` and in docs/study.md. The spec is
+read by a chain of small readers that share one :class:`_Reading` (the spec's head, what they
+have built so far, and one ``problems`` list): :func:`_read_head`, then the tuning cells, then for
+each group :func:`_read_group` and its agents' :func:`_trained_cells` or :func:`_eval_only`.
+Every problem is reported at once in one :class:`~agentbench_poad.study.specfile.StudyError`.
 """
 
 from __future__ import annotations
@@ -11,22 +12,22 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agentbench_poad.rl.config import preset_for
-from agentbench_poad.study.tuning import (
-    CHOSEN_TABLE,
-    Tuning,
-    check_evaluation_seeds,
-    read_tunings,
-)
+from agentbench_poad.study.agents import cell_agent, check_agent_spec, trainable_agents
+from agentbench_poad.study.grid import EvalTask, Study, TrainCell
+from agentbench_poad.study.seeds import EarlierSeeds, check_group_seeds, earlier_evaluation_seeds
+from agentbench_poad.study.specfile import StudyError, read_spec, slug
+from agentbench_poad.study.tuning import CHOSEN_TABLE, Tuning, read_tunings
 
-__all__ = ["EvalTask", "Study", "StudyError", "TrainCell", "load_study"]
+__all__ = ["load_study"]
 
 #: Keys allowed in each table of a spec (anything else is a typo and an error).
+_TOP_KEYS = {"study", "eval", "group", "tuning", CHOSEN_TABLE}
 _STUDY_KEYS = {
     "name",
     "model",
@@ -62,240 +63,6 @@ _GROUP_KEYS = {
 _RESERVED = {"device", "env_executor"}
 
 
-class StudyError(ValueError):
-    """The spec is wrong; the message lists every problem found."""
-
-
-@dataclass(frozen=True)
-class TrainCell:
-    """One training run of the grid (picklable: it travels to Ray workers)."""
-
-    agent: str
-    env_id: str
-    seed: int
-    total_steps: int
-    model: str
-    preset: str | None
-    overrides_json: str
-    label: str
-    run_dir: str
-    env_kwargs_json: str = "{}"
-    #: the spec group the cell comes from (its ``name``, or ``#N`` for the N-th unnamed group)
-    group: str = ""
-    #: a tuned group's ``training.config_source`` (JSON; "" for untuned cells)
-    config_source_json: str = ""
-
-    @property
-    def overrides(self) -> dict[str, Any]:
-        return json.loads(self.overrides_json)
-
-    @property
-    def env_kwargs(self) -> dict[str, Any]:
-        return json.loads(self.env_kwargs_json)
-
-
-@dataclass(frozen=True)
-class EvalTask:
-    """One evaluation: trained runs (``run_dirs``) or an untrained agent spec, on one env."""
-
-    key: str
-    env_id: str
-    episodes: int
-    greedy: bool
-    eval_dir: str
-    records_dir: str
-    run_dirs: tuple[str, ...] = ()
-    agent: str | None = None
-    agent_name: str | None = None
-    seeds: tuple[int, ...] = ()
-    action_timeout: float | None = 60.0
-    study: str = ""
-    agent_kwargs_json: str = "{}"
-    #: gym.make arguments of an evaluation-only agent (trained runs use their own, as trained)
-    env_kwargs_json: str = "{}"
-    #: the spec group the evaluation comes from (see :attr:`TrainCell.group`)
-    group: str = ""
-    #: the spec file the task was read from (for the record's command)
-    spec: str = ""
-    #: the group is exploratory (too few seeds for verdicts): its records say so
-    #: (``config.study.exploratory``) and the board labels their rows "[exploratory]"
-    exploratory: bool = False
-
-    @property
-    def command(self) -> str:
-        """The command that (re)makes this task's record."""
-        out = Path(self.eval_dir).parent.parent
-        return (
-            f"agentbench-poad study {self.spec or 'SPEC'} --out {out} --records "
-            f"{self.records_dir} --group {self.group or '#1'}  # evaluation {self.key}"
-        )
-
-
-@dataclass
-class Study:
-    """A checked spec: its training cells and evaluation tasks."""
-
-    name: str
-    out: Path
-    records: Path
-    cells: list[TrainCell]
-    evals: list[EvalTask]
-    needs: dict[str, list[str]] = field(default_factory=dict)
-    """Eval key -> run dirs that must be trained first."""
-    groups: list[str] = field(default_factory=list)
-    """The spec's group names, in order (``#N`` for the N-th unnamed group)."""
-    tuning: Tuning | None = None
-    """The spec's tuning protocol (:mod:`agentbench_poad.study.tuning`) when it has exactly
-    one (its ``[tuning]`` table or a single ``[[tuning]]`` entry), else None: see
-    :attr:`tunings`."""
-    pending: list[str] = field(default_factory=list)
-    """Tuned ``"group: agent"`` pairs waiting for ``--select`` (they have no cells yet); a pair
-    of a ``[[tuning]]`` entry ends in ``" (tuning protocol '<name>')"``."""
-    spec_path: str = ""
-    runs_per_gpu: int = 1
-    """Runs that share one GPU under ``--executor ray --device cuda`` (``[study] runs_per_gpu``;
-    each run asks Ray for ``1 / runs_per_gpu`` of a GPU; docs/scale-out.md)."""
-    tunings: list[Tuning] = field(default_factory=list)
-    """Every tuning protocol of the spec, in spec order (empty without tuning)."""
-    pending_steps: list[tuple[str, str, int]] = field(default_factory=list)
-    """``(group, env id, env steps)`` of every tuned pair waiting for ``--select``: its seeds
-    times its budget, the training it will add (``study --dry-run`` estimates its time)."""
-
-    def select(self, groups: Sequence[str]) -> Study:
-        """The study restricted to the named groups' cells and evaluations.
-
-        A name that is not a group but the prefix of some (``tuning`` for the groups
-        ``tuning/<name>`` of several ``[[tuning]]`` entries) selects every group under it.
-
-        Raises:
-            StudyError: a name that is neither one of :attr:`groups` nor a prefix of one.
-        """
-        chosen: set[str] = set()
-        unknown = []
-        for name in groups:
-            under = (
-                [name]
-                if name in self.groups
-                else [g for g in self.groups if g.startswith(name.rstrip("/") + "/")]
-            )
-            if not under:
-                unknown.append(name)
-            chosen.update(under)
-        if unknown:
-            raise StudyError(
-                f"study {self.name} has no group(s) {unknown}; its groups are {self.groups}"
-            )
-        evals = [t for t in self.evals if t.group in chosen]
-        return Study(
-            self.name,
-            self.out,
-            self.records,
-            [c for c in self.cells if c.group in chosen],
-            evals,
-            {t.key: self.needs[t.key] for t in evals if t.key in self.needs},
-            [g for g in self.groups if g in chosen],
-            self.tuning,
-            [p for p in self.pending if p.split(":")[0] in chosen],
-            self.spec_path,
-            self.runs_per_gpu,
-            self.tunings,
-            [w for w in self.pending_steps if w[0] in chosen],
-        )
-
-
-# -- reading and checking a spec -------------------------------------------------------------------
-def _read(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise StudyError(f"{path}: not valid JSON ({exc})") from None
-    from agentbench_poad.study import tomlcompat
-
-    try:
-        return tomlcompat.loads(text)
-    except tomlcompat.TOMLDecodeError as exc:
-        raise StudyError(f"{path}: not valid TOML ({exc})") from None
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-._" else "-" for c in text)
-
-
-def _trainable(
-    specs: Sequence[str] = (), base: Path | None = None
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """The algorithms a spec may train: the built-in ones by name, and each class spec among
-    ``specs`` (``"pkg.module:Class"``, ``"path/to/file.py:Class"``) that names a
-    :class:`~agentbench_poad.rl.ppo.PPOAgent` subclass, by the spec as written and by its
-    ``name``. A spec naming anything else is an evaluation-only agent (a prompted agent's
-    factory). A file path is read relative to the current directory, else to ``base`` (the
-    study spec's folder).
-
-    Returns:
-        ``(trainable, broken)``: spec or name -> algorithm class; spec -> why it is unusable
-        (it does not import, or it subclasses PPOAgent but is no complete algorithm).
-    """
-    from agentbench_poad.baselines import ALGORITHMS, get_algorithm
-    from agentbench_poad.rl.algorithm import (
-        AlgorithmError,
-        NotAnAlgorithm,
-        is_algorithm_spec,
-        load_algorithm,
-        normalize_spec,
-    )
-
-    trainable: dict[str, Any] = {name: get_algorithm(name) for name in ALGORITHMS}
-    broken: dict[str, str] = {}
-    for spec in dict.fromkeys(s for s in specs if isinstance(s, str)):
-        if spec.lower() in ALGORITHMS or not is_algorithm_spec(spec):
-            continue
-        resolved = normalize_spec(spec)
-        file = resolved.rpartition(":")[0]
-        if resolved != spec and base is not None and not Path(file).exists():
-            resolved = normalize_spec(spec, base)
-        try:
-            algorithm = load_algorithm(resolved, reserved=ALGORITHMS)
-        except NotAnAlgorithm:
-            continue  # an evaluation-only agent
-        except AlgorithmError as exc:
-            broken[spec] = str(exc)
-            continue
-        other = trainable.get(algorithm.name)
-        if other is not None and _cell_agent(other) != _cell_agent(algorithm):
-            broken[spec] = (
-                f"its name {algorithm.name!r} is also the name of {_cell_agent(other)!r}; "
-                "algorithms in one study need distinct names (they name runs and board rows)"
-            )
-            continue
-        trainable[spec] = trainable[algorithm.name] = algorithm
-    return trainable, broken
-
-
-def _cell_agent(algorithm: Any) -> str:
-    """How a training cell names its algorithm: a built-in by name, a user's algorithm by the
-    spec that loads it from any directory (a file path made absolute)."""
-    from agentbench_poad.baselines import ALGORITHMS, get_algorithm
-    from agentbench_poad.rl.algorithm import loaded_spec
-
-    name = str(algorithm.name)
-    if name in ALGORITHMS and get_algorithm(name) is algorithm:
-        return name
-    return loaded_spec(algorithm) or name
-
-
-def _check_agent_spec(spec: str) -> str | None:
-    """None when ``spec`` names an agent the evaluation can build, else why not."""
-    from agentbench_poad.agents import load_factory
-
-    try:
-        load_factory(spec)
-    except (ValueError, ImportError) as exc:
-        return str(exc)
-    return None
-
-
 def load_study(
     path: str | os.PathLike,
     *,
@@ -309,37 +76,115 @@ def load_study(
         out: where runs go (default: ``study-runs/<name>`` under the current directory).
         records: where records go (default: ``<out>/records``).
     """
-    import gymnasium as gym
-
     import agentbench_poad  # noqa: F401  (registers the env ids)
     import agentbench_poad.rl.toy  # noqa: F401  (and the case-study ids)
 
     path = Path(path)
     if not path.is_file():
         raise StudyError(f"study spec {path} does not exist")
-    spec = _read(path)
+    reading = _read_head(path, read_spec(path), out, records)
+    for tuning in reading.tunings:
+        reading.group_names.append(tuning.group)
+        reading.cells += _tuning_cells(
+            tuning, reading.head, reading.model, reading.out, reading.trainable, reading.problems
+        )
+    for index, table in enumerate(reading.groups):
+        group = _read_group(reading, index, table)
+        start = len(reading.cells)
+        for agent in group.agents:
+            _agent_cells(reading, group, str(agent))
+        # Seed by seed across the group's agents and envs (as the tuning runs): a study stopped
+        # part-way has trained every agent of the group on the same seeds.
+        order = {seed: i for i, seed in enumerate(group.seeds)}
+        reading.cells[start:] = sorted(reading.cells[start:], key=lambda c: order[c.seed])
+    problems = list(dict.fromkeys(reading.problems))  # one line per problem, not per seed
+    if problems:
+        raise StudyError(
+            f"study spec {path} has {len(problems)} problem(s); nothing was run:\n"
+            + "\n".join(f"  - {p}" for p in problems)
+        )
+    return reading.study()
+
+
+@dataclass
+class _Reading:
+    """One spec being read: its head (what every group inherits), what the readers have built so
+    far, and the problems they found."""
+
+    path: Path
+    head: dict[str, Any]
+    default_eval: dict[str, Any]
+    groups: list[Any]
+    name: str
+    model: Any
+    out: Path
+    records: Path
+    #: spec or name -> algorithm class; spec -> why it is unusable (agents.trainable_agents)
+    trainable: dict[str, Any]
+    broken: dict[str, str]
+    runs_per_gpu: Any
+    budgets: dict[str, Any]
+    problems: list[str]
+    tunings: list[Tuning] = field(default_factory=list)
+    cells: list[TrainCell] = field(default_factory=list)
+    evals: list[EvalTask] = field(default_factory=list)
+    needs: dict[str, list[str]] = field(default_factory=dict)
+    group_names: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    pending_steps: list[tuple[str, str, int]] = field(default_factory=list)
+    #: where each training cell (by identity) and run dir, and each evaluation-only key, was read
+    seen_cells: dict[tuple, str] = field(default_factory=dict)
+    seen_dirs: dict[str, str] = field(default_factory=dict)
+    seen_evals: dict[str, str] = field(default_factory=dict)
+    #: the evaluation seeds of the studies beside the spec (read once, when a tuned spec needs it)
+    earlier: EarlierSeeds | None = None
+
+    def study(self) -> Study:
+        return Study(
+            name=self.name,
+            out=self.out,
+            records=self.records,
+            cells=self.cells,
+            evals=self.evals,
+            needs=self.needs,
+            groups=self.group_names,
+            tuning=self.tunings[0] if len(self.tunings) == 1 else None,
+            pending=self.pending,
+            spec_path=str(self.path),
+            runs_per_gpu=self.runs_per_gpu,
+            tunings=self.tunings,
+            pending_steps=self.pending_steps,
+        )
+
+
+def _unknown_keys(table: dict, allowed: set[str], where: str, problems: list[str]) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        problems.append(f"{where}: unknown key(s) {extra}; allowed: {sorted(allowed)}")
+
+
+def _read_head(
+    path: Path,
+    spec: dict[str, Any],
+    out: str | os.PathLike | None,
+    records: str | os.PathLike | None,
+) -> _Reading:
+    """The spec's ``[study]`` and ``[eval]`` tables, its agents and its tuning protocols."""
     problems: list[str] = []
-
-    def unknown_keys(table: dict, allowed: set[str], where: str) -> None:
-        extra = sorted(set(table) - allowed)
-        if extra:
-            problems.append(f"{where}: unknown key(s) {extra}; allowed: {sorted(allowed)}")
-
-    unknown_keys(spec, {"study", "eval", "group", "tuning", CHOSEN_TABLE}, "top level")
+    _unknown_keys(spec, _TOP_KEYS, "top level", problems)
     head = spec.get("study", {})
-    unknown_keys(head, _STUDY_KEYS, "[study]")
+    _unknown_keys(head, _STUDY_KEYS, "[study]", problems)
     name = str(head.get("name") or path.stem)
     model = head.get("model")
     if not model:
         problems.append('[study] needs model = "<name, directory or hub id>"')
     default_eval = spec.get("eval", {})
-    unknown_keys(default_eval, _EVAL_KEYS, "[eval]")
+    _unknown_keys(default_eval, _EVAL_KEYS, "[eval]", problems)
     groups = spec.get("group", [])
     if not isinstance(groups, list) or not groups:
         problems.append("the spec has no [[group]] block; add one with agents and envs")
         groups = []
-    out_dir = Path(out) if out is not None else Path("study-runs") / _slug(name)
-    records_dir = Path(records) if records is not None else out_dir / "records"
+    out_dir = Path(out) if out is not None else Path("study-runs") / slug(name)
     agent_specs = [a for g in groups if isinstance(g, dict) for a in g.get("agents", []) or []]
     tuning_value = spec.get("tuning")
     tuning_tables = tuning_value if isinstance(tuning_value, list) else [tuning_value]
@@ -347,7 +192,7 @@ def load_study(
     for table in tuning_tables:
         listed = table.get("agents", []) if isinstance(table, dict) else []
         tuned_agents += listed if isinstance(listed, list) else []
-    trainable, broken = _trainable([*tuned_agents, *agent_specs], path.parent)
+    trainable, broken = trainable_agents([*tuned_agents, *agent_specs], path.parent)
     for agent in tuned_agents:
         if isinstance(agent, str) and agent in broken:
             problems.append(f"[tuning]: agent {agent!r}: {broken[agent]}")
@@ -358,255 +203,299 @@ def load_study(
     if not isinstance(budgets, dict):
         problems.append("[study] total_steps must be a table: env id -> env steps")
         budgets = {}
-
-    cells: list[TrainCell] = []
-    evals: list[EvalTask] = []
-    needs: dict[str, list[str]] = {}
-    seen_cells: dict[tuple, str] = {}
-    seen_dirs: dict[str, str] = {}
-    seen_evals: dict[str, str] = {}
-    group_names: list[str] = []
-    pending: list[str] = []
-    pending_steps: list[tuple[str, str, int]] = []
-    tunings = read_tunings(
+    reading = _Reading(
+        path=path,
+        head=head,
+        default_eval=default_eval,
+        groups=groups,
+        name=name,
+        model=model,
+        out=out_dir,
+        records=Path(records) if records is not None else out_dir / "records",
+        trainable=trainable,
+        broken=broken,
+        runs_per_gpu=runs_per_gpu,
+        budgets=budgets,
+        problems=problems,
+    )
+    reading.tunings = read_tunings(
         tuning_value, spec.get(CHOSEN_TABLE), trainable=trainable, problems=problems
     )
-    by_name = {t.name: t for t in tunings}
-    earlier: list[tuple[str, dict[str, set[int]]]] | None = None  # read once, when needed
-    for tuning in tunings:
-        group_names.append(tuning.group)
-        cells += _tuning_cells(tuning, head, model, out_dir, trainable, problems)
-    for g, group in enumerate(groups):
-        where = f"[[group]] #{g + 1}" + (f" ({group.get('name')})" if group.get("name") else "")
-        group_name = str(group.get("name") or f"#{g + 1}")
-        if group_name in group_names:
-            problems.append(f"{where}: duplicate group name {group_name!r}")
-        group_names.append(group_name)
-        unknown_keys(group, _GROUP_KEYS, where)
-        label = str(group.get("label", ""))
-        agents = list(group.get("agents", []))
-        envs = list(group.get("envs", []))
-        if not agents or not envs:
-            problems.append(f"{where}: needs agents = [...] and envs = [...]")
-        seeds = [int(s) for s in group.get("seeds", head.get("seeds", [0]))]
-        if len(set(seeds)) != len(seeds):
-            problems.append(f"{where}: duplicate seeds {seeds}")
-        tuned = group.get("tuned", False)
-        if not isinstance(tuned, bool):
-            problems.append(f"{where}: tuned must be true or false")
-            tuned = False
-        exploratory = group.get("exploratory", False)
-        if not isinstance(exploratory, bool):
-            problems.append(f"{where}: exploratory must be true or false")
-            exploratory = False
-        tuning = _group_tuning(group, tuned, tunings, by_name, where, problems)
-        if tuned and not tunings:
-            problems.append(f"{where}: tuned = true needs a [tuning] table in the spec")
-        tuned = tuned and tuning is not None
-        if tunings:
-            eval_seeds = {*seeds, *(group.get("eval", {}).get("seeds", []) or [])}
-            if len(tunings) == 1:  # the single protocol: every group, whatever its task
-                check_evaluation_seeds(tunings[0], where, eval_seeds, problems)
-            else:  # its own protocol, and every protocol that tunes on a task it evaluates
-                tasks = {*(group.get("envs") or []), *(group.get("eval_envs") or [])}
-                for other in tunings:
-                    if other is tuning or other.task in tasks:
-                        check_evaluation_seeds(other, where, eval_seeds, problems)
-            if earlier is None:
-                earlier = earlier_evaluation_seeds(path)
-            _check_fresh_seeds(where, group, default_eval, seeds, earlier, problems)
-        # A tuned group trains the model and preset its protocol tuned (the study's by default).
-        preset = group.get("preset", head.get("preset", "auto"))
-        g_model = str(group.get("model", model or ""))
-        if tuned and tuning is not None:
-            preset, g_model = _tuned_setup(tuning, group, preset, g_model, where, problems)
-        overrides = {**head.get("overrides", {}), **group.get("overrides", {})}
-        reserved = sorted(set(overrides) & _RESERVED)
-        if reserved:
-            problems.append(
-                f"{where}: overrides may not set {reserved}; use --device / [study] env_executor"
-            )
-        tables = {"[study]": head.get("env_kwargs", {}), where: group.get("env_kwargs", {})}
-        for table_name, table in tables.items():
-            if not isinstance(table, dict):
-                problems.append(f"{table_name}: env_kwargs must be a table of gym.make arguments")
-        env_kwargs = {k: v for t in tables.values() if isinstance(t, dict) for k, v in t.items()}
-        env_kwargs_json = json.dumps(env_kwargs, sort_keys=True)
-        protocol = {**default_eval, **group.get("eval", {})}
-        unknown_keys(group.get("eval", {}), _EVAL_KEYS, f"{where} eval")
-        timeout = protocol.get("action_timeout", 60.0)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
-            problems.append(
-                f"{where}: action_timeout must be seconds >= 0 (0: no deadline), got {timeout!r}"
-            )
-            timeout = 60.0
-        timeout = float(timeout) or None  # 0: no deadline (TOML has no null)
-        eval_task = functools.partial(  # what every evaluation of this group shares
+    return reading
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One ``[[group]]`` block as checked: what each of its agents' cells share."""
+
+    where: str
+    name: str
+    label: str
+    agents: list[Any]
+    envs: list[Any]
+    eval_envs: list[Any]
+    seeds: list[int]
+    #: the protocol that tunes the group (None: an untuned group)
+    tuning: Tuning | None
+    preset: Any
+    model: str
+    overrides: dict[str, Any]
+    env_kwargs_json: str
+    #: the group's evaluation protocol ([eval] with the group's eval table over it)
+    protocol: dict[str, Any]
+    #: env id -> its env-step budget (the group's total_steps, else [study.total_steps]'s)
+    budgets: dict[str, Any]
+    #: the keyword arguments of its evaluation-only agents' factories
+    agent_kwargs: dict[str, Any]
+    #: an :class:`EvalTask` of this group from its key, env and own fields
+    eval_task: Callable[..., EvalTask]
+
+
+def _read_group(reading: _Reading, index: int, group: dict[str, Any]) -> _Group:
+    """Check one ``[[group]]`` block's own settings (its agents are read after)."""
+    import gymnasium as gym
+
+    problems = reading.problems
+    head = reading.head
+    where = f"[[group]] #{index + 1}" + (f" ({group.get('name')})" if group.get("name") else "")
+    group_name = str(group.get("name") or f"#{index + 1}")
+    if group_name in reading.group_names:
+        problems.append(f"{where}: duplicate group name {group_name!r}")
+    reading.group_names.append(group_name)
+    _unknown_keys(group, _GROUP_KEYS, where, problems)
+    agents = list(group.get("agents", []))
+    envs = list(group.get("envs", []))
+    if not agents or not envs:
+        problems.append(f"{where}: needs agents = [...] and envs = [...]")
+    seeds = [int(s) for s in group.get("seeds", head.get("seeds", [0]))]
+    if len(set(seeds)) != len(seeds):
+        problems.append(f"{where}: duplicate seeds {seeds}")
+    tuned = group.get("tuned", False)
+    if not isinstance(tuned, bool):
+        problems.append(f"{where}: tuned must be true or false")
+        tuned = False
+    exploratory = group.get("exploratory", False)
+    if not isinstance(exploratory, bool):
+        problems.append(f"{where}: exploratory must be true or false")
+        exploratory = False
+    by_name = {t.name: t for t in reading.tunings}
+    tuning = _group_tuning(group, tuned, reading.tunings, by_name, where, problems)
+    if tuned and not reading.tunings:
+        problems.append(f"{where}: tuned = true needs a [tuning] table in the spec")
+    if reading.tunings:
+        if reading.earlier is None:
+            reading.earlier = earlier_evaluation_seeds(reading.path)
+        check_group_seeds(
+            where,
+            group,
+            reading.default_eval,
+            seeds,
+            reading.tunings,
+            tuning,
+            reading.earlier,
+            problems,
+        )
+    # A tuned group trains the model and preset its protocol tuned (the study's by default).
+    preset = group.get("preset", head.get("preset", "auto"))
+    model = str(group.get("model", reading.model or ""))
+    if tuning is not None:
+        preset, model = _tuned_setup(tuning, group, preset, model, where, problems)
+    overrides = {**head.get("overrides", {}), **group.get("overrides", {})}
+    reserved = sorted(set(overrides) & _RESERVED)
+    if reserved:
+        problems.append(
+            f"{where}: overrides may not set {reserved}; use --device / [study] env_executor"
+        )
+    tables = {"[study]": head.get("env_kwargs", {}), where: group.get("env_kwargs", {})}
+    for table_name, table in tables.items():
+        if not isinstance(table, dict):
+            problems.append(f"{table_name}: env_kwargs must be a table of gym.make arguments")
+    env_kwargs = {k: v for t in tables.values() if isinstance(t, dict) for k, v in t.items()}
+    protocol = {**reading.default_eval, **group.get("eval", {})}
+    _unknown_keys(group.get("eval", {}), _EVAL_KEYS, f"{where} eval", problems)
+    timeout = protocol.get("action_timeout", 60.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+        problems.append(
+            f"{where}: action_timeout must be seconds >= 0 (0: no deadline), got {timeout!r}"
+        )
+        timeout = 60.0
+    eval_envs = list(group.get("eval_envs", []))
+    for env_id in [*envs, *eval_envs]:
+        if env_id not in gym.registry:
+            problems.append(f"{where}: unknown env {env_id!r}; see `agentbench-poad envs`")
+    return _Group(
+        where=where,
+        name=group_name,
+        label=str(group.get("label", "")),
+        agents=agents,
+        envs=envs,
+        eval_envs=eval_envs,
+        seeds=seeds,
+        tuning=tuning,
+        preset=preset,
+        model=model,
+        overrides=overrides,
+        env_kwargs_json=json.dumps(env_kwargs, sort_keys=True),
+        protocol=protocol,
+        budgets={
+            env_id: group.get("total_steps", reading.budgets.get(env_id))
+            for env_id in envs
+            if isinstance(env_id, str)
+        },
+        agent_kwargs=group.get("agent_kwargs", {}),
+        eval_task=functools.partial(  # what every evaluation of this group shares
             _eval_task,
             protocol=protocol,
-            out_dir=out_dir,
-            records_dir=records_dir,
-            action_timeout=timeout,
-            study=name,
-            spec=str(path),
+            out_dir=reading.out,
+            records_dir=reading.records,
+            action_timeout=float(timeout) or None,  # 0: no deadline (TOML has no null)
+            study=reading.name,
+            spec=str(reading.path),
             group=group_name,
             exploratory=exploratory,
-        )
-        eval_envs = list(group.get("eval_envs", []))
-        for env_id in [*envs, *eval_envs]:
-            if env_id not in gym.registry:
-                problems.append(f"{where}: unknown env {env_id!r}; see `agentbench-poad envs`")
-        group_start = len(cells)
-        for agent in agents:
-            agent = str(agent)
-            if agent in broken:
-                problems.append(f"{where}: agent {agent!r}: {broken[agent]}")
-                continue
-            algorithm = trainable.get(agent) or trainable.get(agent.lower())
-            if algorithm is None:
-                why = (
-                    _check_agent_spec(agent)
-                    if ":" in agent
-                    else (
-                        f"not one of the trained agents {sorted(trainable)} and not an agent spec "
-                        "('module:Factory', 'lm:<model>')"
-                    )
-                )
-                if why is not None:
-                    problems.append(f"{where}: unknown agent {agent!r}: {why}")
-                    continue
-            for env_id in envs:
-                if env_id not in gym.registry:
-                    continue
-                if algorithm is None:  # evaluation only
-                    key = f"{_slug(env_id)}__{_slug(agent)}"
-                    if key in seen_evals:
-                        problems.append(
-                            f"{where}: duplicate cell {agent} on {env_id} (also in "
-                            f"{seen_evals[key]})"
-                        )
-                        continue
-                    seen_evals[key] = where
-                    evals.append(
-                        eval_task(
-                            key,
-                            env_id,
-                            agent=agent,
-                            seeds=tuple(int(s) for s in protocol.get("seeds", seeds)),
-                            agent_kwargs_json=json.dumps(
-                                group.get("agent_kwargs", {}), sort_keys=True
-                            ),
-                            env_kwargs_json=env_kwargs_json,
-                        )
-                    )
-                    continue
-                agent_overrides, config_source = overrides, ""
-                budget = group.get("total_steps", budgets.get(env_id))
-                if tuned:
-                    ready, agent_overrides, config_source = _tuned_overrides(
-                        tuning, algorithm.name, overrides, str(path), where, problems
-                    )
-                    if not ready:
-                        pending.append(
-                            f"{group_name}: {algorithm.name}"
-                            + (f" (tuning protocol {tuning.name!r})" if tuning.entry else "")
-                        )
-                        if isinstance(budget, int) and budget > 0:
-                            pending_steps.append((group_name, env_id, budget * len(seeds)))
-                        continue
-                try:
-                    family = preset_for(algorithm.config_class, env_id, preset)
-                    algorithm.config_class.preset(family, **agent_overrides)
-                except (TypeError, ValueError) as exc:
-                    problems.append(
-                        f"{where}: {agent} on {env_id} (preset {preset!r}, overrides "
-                        f"{agent_overrides}): {exc}"
-                    )
-                    continue
-                if not isinstance(budget, int) or budget < 1:
-                    problems.append(
-                        f"{where}: no env-step budget for {env_id}; add it to "
-                        "[study.total_steps] or the group's total_steps"
-                    )
-                    continue
-                # Built-ins by name; a user's algorithm by the spec that loads it anywhere.
-                cell_agent = _cell_agent(algorithm)
-                run_name = _slug(str(algorithm.name)) + (f"__{_slug(label)}" if label else "")
-                group_dirs = []
-                for seed in seeds:
-                    identity = (
-                        cell_agent,
-                        env_id,
-                        seed,
-                        json.dumps(agent_overrides, sort_keys=True),
-                        budget,
-                        g_model,
-                        family,
-                        env_kwargs_json,
-                    )
-                    run_dir = out_dir / "runs" / _slug(env_id) / run_name / f"seed{seed}"
-                    if identity in seen_cells or str(run_dir) in seen_dirs:
-                        problems.append(
-                            f"{where}: duplicate cell {agent} on {env_id} seed "
-                            f"{seed} (also in "
-                            f"{seen_cells.get(identity) or seen_dirs[str(run_dir)]})"
-                        )
-                        continue
-                    seen_cells[identity] = seen_dirs[str(run_dir)] = where
-                    cells.append(
-                        TrainCell(
-                            cell_agent,
-                            env_id,
-                            seed,
-                            budget,
-                            g_model,
-                            family,
-                            json.dumps(agent_overrides, sort_keys=True),
-                            label,
-                            str(run_dir),
-                            env_kwargs_json,
-                            group_name,
-                            config_source,
-                        )
-                    )
-                    group_dirs.append(str(run_dir))
-                for target in eval_envs or [env_id]:
-                    key = f"{_slug(target)}__{run_name}__trainedon-{_slug(env_id)}"
-                    needs[key] = group_dirs
-                    evals.append(
-                        eval_task(
-                            key,
-                            target,
-                            run_dirs=tuple(group_dirs),
-                            agent_name=run_name.replace("__", "-"),
-                        )
-                    )
-        # Seed by seed across the group's agents and envs (as the tuning runs): a study stopped
-        # part-way has trained every agent of the group on the same seeds.
-        order = {seed: i for i, seed in enumerate(seeds)}
-        cells[group_start:] = sorted(cells[group_start:], key=lambda c: order[c.seed])
-    problems = list(dict.fromkeys(problems))  # one line per problem, not per seed
-    if problems:
-        raise StudyError(
-            f"study spec {path} has {len(problems)} problem(s); nothing was run:\n"
-            + "\n".join(f"  - {p}" for p in problems)
-        )
-    study = Study(
-        name,
-        out_dir,
-        records_dir,
-        cells,
-        evals,
-        needs,
-        group_names,
-        tunings[0] if len(tunings) == 1 else None,
-        pending,
-        str(path),
-        runs_per_gpu,
-        tunings,
-        pending_steps,
+        ),
     )
-    return study
+
+
+def _agent_cells(reading: _Reading, group: _Group, agent: str) -> None:
+    """One agent of a group on each of the group's envs: trained cells and their evaluations,
+    or, for an agent spec that is not trained, its evaluations."""
+    import gymnasium as gym
+
+    if agent in reading.broken:
+        reading.problems.append(f"{group.where}: agent {agent!r}: {reading.broken[agent]}")
+        return
+    algorithm = reading.trainable.get(agent) or reading.trainable.get(agent.lower())
+    if algorithm is None:
+        why = (
+            check_agent_spec(agent)
+            if ":" in agent
+            else (
+                f"not one of the trained agents {sorted(reading.trainable)} and not an agent "
+                "spec ('module:Factory', 'lm:<model>')"
+            )
+        )
+        if why is not None:
+            reading.problems.append(f"{group.where}: unknown agent {agent!r}: {why}")
+            return
+    for env_id in group.envs:
+        if env_id not in gym.registry:
+            continue
+        if algorithm is None:
+            _eval_only(reading, group, agent, env_id)
+        else:
+            _trained_cells(reading, group, agent, algorithm, env_id)
+
+
+def _eval_only(reading: _Reading, group: _Group, agent: str, env_id: str) -> None:
+    """The evaluation of an agent that is not trained (an agent spec) on ``env_id``."""
+    key = f"{slug(env_id)}__{slug(agent)}"
+    also = reading.seen_evals.get(key)
+    if also is not None:
+        reading.problems.append(
+            f"{group.where}: duplicate cell {agent} on {env_id} (also in {also})"
+        )
+        return
+    reading.seen_evals[key] = group.where
+    reading.evals.append(
+        group.eval_task(
+            key,
+            env_id,
+            agent=agent,
+            seeds=tuple(int(s) for s in group.protocol.get("seeds", group.seeds)),
+            agent_kwargs_json=json.dumps(group.agent_kwargs, sort_keys=True),
+            env_kwargs_json=group.env_kwargs_json,
+        )
+    )
+
+
+def _trained_cells(
+    reading: _Reading, group: _Group, agent: str, algorithm: Any, env_id: str
+) -> None:
+    """A trained agent of a group on ``env_id``: one cell per seed (a tuned group's once its
+    configuration is chosen) and the evaluation of those runs on each evaluation env."""
+    problems = reading.problems
+    overrides, config_source = group.overrides, ""
+    budget = group.budgets.get(env_id)
+    if group.tuning is not None:
+        ready, overrides, config_source = _tuned_overrides(
+            group.tuning, algorithm.name, overrides, str(reading.path), group.where, problems
+        )
+        if not ready:
+            reading.pending.append(
+                f"{group.name}: {algorithm.name}"
+                + (f" (tuning protocol {group.tuning.name!r})" if group.tuning.entry else "")
+            )
+            if isinstance(budget, int) and budget > 0:
+                reading.pending_steps.append((group.name, env_id, budget * len(group.seeds)))
+            return
+    try:
+        family = preset_for(algorithm.config_class, env_id, group.preset)
+        algorithm.config_class.preset(family, **overrides)
+    except (TypeError, ValueError) as exc:
+        problems.append(
+            f"{group.where}: {agent} on {env_id} (preset {group.preset!r}, overrides "
+            f"{overrides}): {exc}"
+        )
+        return
+    if not isinstance(budget, int) or budget < 1:
+        problems.append(
+            f"{group.where}: no env-step budget for {env_id}; add it to "
+            "[study.total_steps] or the group's total_steps"
+        )
+        return
+    # Built-ins by name; a user's algorithm by the spec that loads it anywhere.
+    named = cell_agent(algorithm)
+    run_name = slug(str(algorithm.name)) + (f"__{slug(group.label)}" if group.label else "")
+    overrides_json = json.dumps(overrides, sort_keys=True)
+    run_dirs = []
+    for seed in group.seeds:
+        identity = (
+            named,
+            env_id,
+            seed,
+            overrides_json,
+            budget,
+            group.model,
+            family,
+            group.env_kwargs_json,
+        )
+        run_dir = str(reading.out / "runs" / slug(env_id) / run_name / f"seed{seed}")
+        if identity in reading.seen_cells or run_dir in reading.seen_dirs:
+            also = reading.seen_cells.get(identity) or reading.seen_dirs[run_dir]
+            problems.append(
+                f"{group.where}: duplicate cell {agent} on {env_id} seed {seed} (also in {also})"
+            )
+            continue
+        reading.seen_cells[identity] = reading.seen_dirs[run_dir] = group.where
+        reading.cells.append(
+            TrainCell(
+                agent=named,
+                env_id=env_id,
+                seed=seed,
+                total_steps=budget,
+                model=group.model,
+                preset=family,
+                overrides_json=overrides_json,
+                label=group.label,
+                run_dir=run_dir,
+                env_kwargs_json=group.env_kwargs_json,
+                group=group.name,
+                config_source_json=config_source,
+            )
+        )
+        run_dirs.append(run_dir)
+    for target in group.eval_envs or [env_id]:
+        key = f"{slug(target)}__{run_name}__trainedon-{slug(env_id)}"
+        reading.needs[key] = run_dirs
+        reading.evals.append(
+            group.eval_task(
+                key,
+                target,
+                run_dirs=tuple(run_dirs),
+                agent_name=run_name.replace("__", "-"),
+            )
+        )
 
 
 def _group_tuning(
@@ -669,70 +558,6 @@ def _tuned_setup(
     )
 
 
-# -- fresh evaluation seeds ----------------------------------------------------------------------
-def evaluation_seeds(
-    group: dict[str, Any], default_eval: dict[str, Any], seeds: Sequence[int]
-) -> dict[str, set[int]]:
-    """Env id -> the seeds a spec group evaluates on: its seeds (a trained agent is evaluated on
-    its training seeds) and its evaluation protocol's, on its envs and its ``eval_envs``."""
-    protocol = {**default_eval, **(group.get("eval") or {})}
-    found = {int(s) for s in [*seeds, *(protocol.get("seeds") or [])]}
-    envs = [*(group.get("envs") or []), *(group.get("eval_envs") or [])]
-    return {str(env): set(found) for env in envs}
-
-
-def earlier_evaluation_seeds(path: Path) -> list[tuple[str, dict[str, set[int]]]]:
-    """The evaluation seeds of every other study spec beside ``path`` (``*.toml`` and
-    ``*.json`` in its folder, e.g. ``studies/``): ``(spec file name, env id -> seeds)``. A
-    file that does not read as a spec with ``[[group]]`` blocks is no study and is skipped."""
-    found = []
-    for other in sorted([*path.parent.glob("*.toml"), *path.parent.glob("*.json")]):
-        if other.resolve() == path.resolve():
-            continue
-        try:
-            spec = _read(other)
-        except (StudyError, OSError, UnicodeDecodeError):
-            continue
-        groups = spec.get("group") if isinstance(spec, dict) else None
-        if not isinstance(groups, list):
-            continue
-        head = spec.get("study") if isinstance(spec.get("study"), dict) else {}
-        default_eval = spec.get("eval") if isinstance(spec.get("eval"), dict) else {}
-        by_env: dict[str, set[int]] = {}
-        for group in groups:
-            if not isinstance(group, dict):
-                continue
-            try:
-                seeds = [int(s) for s in group.get("seeds", head.get("seeds", [0]))]
-                for env, env_seeds in evaluation_seeds(group, default_eval, seeds).items():
-                    by_env.setdefault(env, set()).update(env_seeds)
-            except (TypeError, ValueError, AttributeError):
-                continue  # a malformed group: that spec's own load names it
-        found.append((other.name, by_env))
-    return found
-
-
-def _check_fresh_seeds(
-    where: str,
-    group: dict[str, Any],
-    default_eval: dict[str, Any],
-    seeds: Sequence[int],
-    earlier: Sequence[tuple[str, dict[str, set[int]]]],
-    problems: list[str],
-) -> None:
-    """A tuned study evaluates on seeds no earlier study evaluated on, per task: each overlap
-    with another spec beside it is a problem naming the spec, the task and the seeds. (Tuning
-    seeds may be shared across studies; evaluation seeds may not.)"""
-    for env, mine in evaluation_seeds(group, default_eval, seeds).items():
-        for name, by_env in earlier:
-            overlap = sorted(mine & by_env.get(env, set()))
-            if overlap:
-                problems.append(
-                    f"{where}: evaluation seeds {overlap} on {env} were evaluation seeds of "
-                    f"the study {name}; evaluate on seeds no earlier study looked at"
-                )
-
-
 def _eval_task(
     key: str,
     env_id: str,
@@ -788,7 +613,7 @@ def _tuning_cells(
             continue
         cells.append(
             TrainCell(
-                _cell_agent(algorithm),
+                cell_agent(algorithm),
                 tuning.task,
                 seed,
                 tuning.searches[agent].total_steps,

@@ -1,67 +1,35 @@
 """The tuning protocol of a study: the same search for every agent, apart from evaluation.
 
-A study spec may hold one ``[tuning]`` table (docs/study.md, "Tuning")::
-
-    [tuning]
-    task = "Overcooked-TomatoSalad-v0"   # the tuning task
-    seeds = [1000, 1001]                 # tuning seeds, never evaluation seeds
-    total_steps = 3072                   # env steps of every tuning run
-    agents = ["poad", "ntpo", "twosome"]
-    selection = "last3-sampled-return"   # the selection rule, fixed before any run
-    env_kwargs = { max_episode_steps = 30 }
-    grid = { lr = [2.5e-4, 1e-3], target_kl = [0.02, 0.1] }   # or configs = [{...}, ...]
-
-    [tuning.chosen]                      # written by `agentbench-poad study SPEC --select`
-    poad = { lr = 0.001, target_kl = 0.1 }
-
-Every agent gets the same search: the same configurations (at least
-:data:`MIN_CONFIGURATIONS`), the same seeds (at least :data:`MIN_SEEDS`), the same steps. A
-per-agent table ``[tuning.per_agent.<name>]`` may replace ``configs``/``grid``/``seeds``/
-``total_steps`` for one agent, and is an error when it makes that agent's budget differ. A group
-with ``tuned = true`` trains each agent with its chosen configuration; its seeds (evaluation
-seeds) must not overlap the tuning seeds.
-
-Order of work: the tuning cells run first (``agentbench-poad study SPEC``; the tuned groups wait),
-then ``agentbench-poad study SPEC --select`` applies the selection rule to the finished tuning
-runs and writes ``[tuning.chosen]`` into the spec, then ``agentbench-poad study SPEC`` trains and
-evaluates the tuned groups. Each of their records says where its configuration came from
-(``training.config_source``: the spec, the tuning protocol and the chosen configuration);
-``leaderboard add`` refuses a record whose training configuration its spec did not choose
-(:mod:`agentbench_poad.leaderboard.config_source`).
-
-Several protocols: instead of the one ``[tuning]`` table, a spec may hold ``[[tuning]]`` entries,
-each with a unique ``name`` and optionally its own ``model`` and ``preset`` (default: the
-study's); a tuned group names its protocol with ``tuning = "<name>"`` (it may leave it out when
-there is only one). An entry's runs live in ``<out>/tuning/<name>/<task>/<agent>/config<K>/
-seed<N>`` (group ``tuning/<name>``) and ``--select`` writes its choice into
-``[tuning_chosen.<name>]`` (:func:`read_tunings`, :func:`write_chosen_all`).
+A spec's ``[tuning]`` table (or its named ``[[tuning]]`` entries, each with its own model and
+preset) gives every agent the same configurations (at least :data:`MIN_CONFIGURATIONS`), the same
+seeds (at least :data:`MIN_SEEDS`) and the same steps, and names its selection rule before any
+run; groups with ``tuned = true`` train the chosen configuration on other seeds. The format and
+the order of work are in docs/study.md, "Tuning"; :func:`read_tunings` reads and checks the
+protocols, :mod:`agentbench_poad.study.selection` chooses (``study SPEC --select``).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.study import tomlcompat
+from agentbench_poad.study.specfile import slug
 
 __all__ = [
     "MIN_CONFIGURATIONS",
     "MIN_SEEDS",
     "SELECTION_RULES",
     "TUNING_GROUP",
+    "AgentSearch",
+    "CHOSEN_TABLE",
     "Tuning",
     "last3_sampled_return",
     "read_tuning",
     "read_tunings",
-    "select",
-    "write_chosen",
-    "write_chosen_all",
 ]
 
 #: The least search an agent gets (issue 27: at least 4 configurations and 2 seeds).
@@ -182,7 +150,7 @@ class Tuning:
         """Where the tuning run of configuration ``index`` and ``seed`` of ``agent`` lives
         (an entry's runs under its name, so two protocols on one task never share a dir)."""
         base = out / "tuning" / self.name if self.entry else out / "tuning"
-        return base / _slug(self.task) / agent / f"config{index}" / f"seed{seed}"
+        return base / slug(self.task) / agent / f"config{index}" / f"seed{seed}"
 
     def runs(self, out: Path) -> Iterable[tuple[str, int, dict[str, Any], int, Path]]:
         """Every tuning run: ``(agent, index, configuration, seed, run_dir)``.
@@ -223,10 +191,6 @@ class Tuning:
         # Only when set: the single table's records stay exactly as they were.
         tuning.update({k: v for k, v in (("model", self.model), ("preset", self.preset)) if v})
         return {"spec": spec, "tuning": tuning, "chosen": dict(self.chosen[agent])}
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-._" else "-" for c in text)
 
 
 def _configurations(table: dict[str, Any], where: str, problems: list[str]) -> list[dict] | None:
@@ -488,249 +452,3 @@ def read_tunings(
             "them"
         )
     return tunings
-
-
-def check_evaluation_seeds(
-    tuning: Tuning, where: str, seeds: Iterable[int], problems: list[str]
-) -> None:
-    """An evaluation group's seeds must be disjoint from the tuning seeds."""
-    overlap = sorted(set(seeds) & tuning.seeds)
-    if overlap:
-        whose = f" of {tuning.where} on {tuning.task}" if tuning.entry else ""
-        problems.append(
-            f"{where}: evaluation seeds {overlap} are tuning seeds{whose}; evaluate on seeds the "
-            f"tuning never saw (tuning seeds: {sorted(tuning.seeds)})"
-        )
-
-
-# -- selection ----------------------------------------------------------------------------------
-@dataclass
-class Selection:
-    """What ``--select`` found for one agent."""
-
-    agent: str
-    chosen: dict[str, Any]
-    index: int
-    scores: list[float]
-    """Per configuration, the mean over tuning seeds of the rule's score."""
-    tuning: str = TUNING_GROUP
-    """The name of the protocol that chose it."""
-
-
-def run_scores(
-    tuning: Tuning,
-    out: Path,
-    *,
-    is_done: Callable[[Path], bool],
-) -> tuple[dict[tuple[str, int, int], float], list[str]]:
-    """The selection rule's score of every finished tuning run in ``out``.
-
-    Returns:
-        ``{(agent, configuration index, seed): score}`` and the problems met (runs not trained
-        yet, curves the rule cannot read), one line each.
-    """
-    rule = SELECTION_RULES[tuning.selection]
-    problems: list[str] = []
-    scores: dict[tuple[str, int, int], float] = {}
-    for agent, index, _, seed, run_dir in tuning.runs(out):
-        if not is_done(run_dir):
-            problems.append(f"{agent} config{index} seed {seed}: not trained ({run_dir})")
-            continue
-        try:
-            curve = json.loads((run_dir / "learning_curve.json").read_text())
-            config = json.loads((run_dir / "config.json").read_text())
-            scores[(agent, index, seed)] = rule(curve, config)
-        except (OSError, json.JSONDecodeError, ValueError) as exc:
-            problems.append(f"{agent} config{index} seed {seed} ({run_dir}): {exc}")
-    return scores, problems
-
-
-def select(
-    tuning: Tuning,
-    out: Path,
-    *,
-    is_done: Callable[[Path], bool],
-) -> list[Selection]:
-    """Apply the selection rule to the finished tuning runs in ``out``.
-
-    Raises:
-        ValueError: runs that are missing or unfinished, or curves the rule cannot read (all of
-            them listed).
-    """
-    scores, problems = run_scores(tuning, out, is_done=is_done)
-    if problems:
-        raise ValueError(
-            f"cannot select yet ({len(problems)} problem(s)); run the tuning cells first "
-            f"(`agentbench-poad study SPEC --group {tuning.group}`):\n"
-            + "\n".join(f"  - {p}" for p in problems)
-        )
-    selections = []
-    for agent, search in tuning.searches.items():
-        means = [
-            math.fsum(scores[(agent, i, seed)] for seed in search.seeds) / len(search.seeds)
-            for i in range(len(search.configurations))
-        ]
-        best = 0
-        for i, value in enumerate(means):
-            if value > means[best]:  # strict: ties go to the earlier configuration
-                best = i
-        selections.append(
-            Selection(agent, dict(search.configurations[best]), best, means, tuning.name)
-        )
-    return selections
-
-
-# -- writing [tuning.chosen] ------------------------------------------------------------------------
-_BEGIN = "# -- [tuning.chosen]: written by `agentbench-poad study SPEC --select`; do not edit --"
-_END = "# -- end of [tuning.chosen] --"
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"cannot write {value!r} into a spec")
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return (
-            "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
-        )
-    raise ValueError(f"cannot write {value!r} into a spec")
-
-
-def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else json.dumps(key)
-
-
-def write_chosen(spec_path: Path, tuning: Tuning, selections: Sequence[Selection]) -> bool:
-    """Write the selections into the spec's ``[tuning.chosen]``; returns whether it changed.
-
-    A TOML spec keeps its text and comments: the table goes into a marked block at the end (the
-    block is replaced when it exists). A JSON spec is rewritten.
-
-    Raises:
-        ValueError: the spec already chose another configuration for an agent (the selection
-            rule is deterministic, so the tuning runs changed since).
-    """
-    chosen = {s.agent: s.chosen for s in selections}
-    changed = {
-        a: (tuning.chosen[a], c)
-        for a, c in chosen.items()
-        if a in tuning.chosen and tuning.chosen[a] != c
-    }
-    if changed:
-        raise ValueError(
-            "the spec already chose other configurations ("
-            + "; ".join(
-                f"{a}: spec {old}, tuning runs now {new}" for a, (old, new) in changed.items()
-            )
-            + "); the tuning runs changed after the selection. Restore them, or remove the "
-            "[tuning.chosen] block and every record trained with it"
-        )
-    if all(tuning.chosen.get(a) == c for a, c in chosen.items()):
-        return False
-    text = spec_path.read_text(encoding="utf-8")
-    if spec_path.suffix == ".json":
-        spec = json.loads(text)
-        spec.setdefault("tuning", {})["chosen"] = chosen
-        spec_path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
-        return True
-    if _BEGIN not in text and tomlcompat.loads(text).get("tuning", {}).get("chosen") is not None:
-        raise ValueError(
-            f"{spec_path} has a hand-written [tuning.chosen]; remove it and run --select again"
-        )
-    if _BEGIN in text:
-        head, _, rest = text.partition(_BEGIN)
-        _, _, tail = rest.partition(_END)
-        text = head.rstrip("\n") + "\n" + tail.lstrip("\n")
-    lines = [_BEGIN, f"# rule: {tuning.selection}; score per configuration (mean over seeds):"]
-    for s in selections:
-        scores = ", ".join(f"config{i} {v:.4f}" for i, v in enumerate(s.scores))
-        lines.append(f"#   {s.agent}: {scores} -> config{s.index}")
-    lines.append("[tuning.chosen]")
-    lines += [f"{_toml_key(a)} = {_toml_value(c)}" for a, c in chosen.items()]
-    lines.append(_END)
-    spec_path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
-    return True
-
-
-_BEGIN_ENTRIES = (
-    f"# -- [{CHOSEN_TABLE}]: written by `agentbench-poad study SPEC --select`; do not edit --"
-)
-_END_ENTRIES = f"# -- end of [{CHOSEN_TABLE}] --"
-
-
-def write_chosen_all(
-    spec_path: Path, tunings: Sequence[Tuning], selections: dict[str, Sequence[Selection]]
-) -> bool:
-    """Write the selections of ``[[tuning]]`` entries into the spec's ``[tuning_chosen.<name>]``
-    tables; returns whether the spec changed.
-
-    ``selections`` maps entry names to their selections (the entries whose runs are complete);
-    the other entries keep what the spec chose for them. A TOML spec keeps its text and
-    comments: the tables go into one marked block at the end (replaced when it exists). A JSON
-    spec is rewritten. A single ``[tuning]`` table goes through :func:`write_chosen`.
-
-    Raises:
-        ValueError: the spec already chose another configuration for an agent of an entry, or
-            a name that is no entry.
-    """
-    by_name = {t.name: t for t in tunings if t.entry}
-    unknown = sorted(set(selections) - set(by_name))
-    if unknown:
-        raise ValueError(f"{unknown} name no [[tuning]] entry of {spec_path}")
-    changed = []
-    new: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, tuning in by_name.items():
-        chosen = dict(tuning.chosen)
-        for s in selections.get(name, ()):
-            old = tuning.chosen.get(s.agent)
-            if old is not None and old != s.chosen:
-                changed.append(f"{name} {s.agent}: spec {old}, tuning runs now {s.chosen}")
-            chosen[s.agent] = s.chosen
-        if chosen:
-            new[name] = chosen
-    if changed:
-        raise ValueError(
-            "the spec already chose other configurations ("
-            + "; ".join(changed)
-            + "); the tuning runs changed after the selection. Restore them, or remove the "
-            f"[{CHOSEN_TABLE}] block and every record trained with it"
-        )
-    if all(new.get(name, {}) == t.chosen for name, t in by_name.items()):
-        return False
-    text = spec_path.read_text(encoding="utf-8")
-    if spec_path.suffix == ".json":
-        spec = json.loads(text)
-        spec[CHOSEN_TABLE] = new
-        spec_path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
-        return True
-    if _BEGIN_ENTRIES not in text and tomlcompat.loads(text).get(CHOSEN_TABLE) is not None:
-        raise ValueError(
-            f"{spec_path} has a hand-written [{CHOSEN_TABLE}]; remove it and run --select again"
-        )
-    if _BEGIN_ENTRIES in text:
-        head, _, rest = text.partition(_BEGIN_ENTRIES)
-        _, _, tail = rest.partition(_END_ENTRIES)
-        text = head.rstrip("\n") + "\n" + tail.lstrip("\n")
-    lines = [_BEGIN_ENTRIES]
-    for name, chosen in new.items():
-        tuning = by_name[name]
-        if selections.get(name):
-            lines.append(
-                f"# {name}: rule {tuning.selection}; score per configuration (mean over seeds):"
-            )
-            for s in selections[name]:
-                scores = ", ".join(f"config{i} {v:.4f}" for i, v in enumerate(s.scores))
-                lines.append(f"#   {s.agent}: {scores} -> config{s.index}")
-        lines.append(f"[{CHOSEN_TABLE}.{_toml_key(name)}]")
-        lines += [f"{_toml_key(a)} = {_toml_value(c)}" for a, c in chosen.items()]
-    lines.append(_END_ENTRIES)
-    spec_path.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n", encoding="utf-8")
-    return True

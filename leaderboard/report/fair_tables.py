@@ -135,13 +135,16 @@ def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> st
 #: The pairs of the credit-assignment table, (A, B): step-level group credit (GiGPO) and
 #: episode-level group credit (GRPO) against the token-level critic (POAD); what GiGPO's
 #: step-level term adds to GRPO; no discount inside an action (POAD) against a discount per
-#: token (NTPO); a critic per token (POAD) against a critic per action (TWOSOME).
+#: token (NTPO); a critic per token (POAD) against a critic per action (TWOSOME); the paper
+#: code's ARCHER against NTPO, which differ only in the action-boundary bootstrap (the value
+#: before the next action's last token against its first).
 CREDIT_PAIRS: tuple[tuple[str, str], ...] = (
     ("gigpo", "poad"),
     ("grpo", "poad"),
     ("gigpo", "grpo"),
     ("poad", "ntpo"),
     ("poad", "twosome"),
+    ("archer-adrl", "ntpo"),
 )
 
 
@@ -182,9 +185,12 @@ def _pair_label(a: dict[str, Any], a_name: str, b_name: str) -> str:
     return f"{a_name.upper()} − {b_name.upper()}" + (f" {where}" if where else "")
 
 
-def _pairs(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str, str], tuple]:
+def _pairs(
+    records: Sequence[dict[str, Any]],
+) -> dict[tuple[str, str, str, tuple[str, str]], tuple]:
     """Every pair of :data:`CREDIT_PAIRS` that ``records`` hold both agents of, by (env, base
-    model, training env, "a-b"): the two records."""
+    model, training env, (a, b)): the two records. (Agent names may hold hyphens:
+    ``archer-adrl``.)"""
     by_env: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_env.setdefault(r["env"]["id"], []).append(r)
@@ -194,7 +200,7 @@ def _pairs(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str, str],
             for a_name, b_name in CREDIT_PAIRS:
                 a, b = by_agent.get(a_name), by_agent.get(b_name)
                 if a is not None and b is not None:
-                    found[(env_id, base, trained_on, f"{a_name}-{b_name}")] = (a, b)
+                    found[(env_id, base, trained_on, (a_name, b_name))] = (a, b)
     return found
 
 
@@ -205,8 +211,7 @@ def credit_table(inputs: Inputs) -> str:
     (:func:`pair_cells`). Records that were not evaluated or trained alike
     (:func:`.comparison.budget_difference`) are named, not compared."""
     rows = []
-    for (env_id, _, _, pair), (a, b) in _pairs(inputs.records).items():
-        a_name, b_name = pair.split("-")
+    for (env_id, _, _, (a_name, b_name)), (a, b) in _pairs(inputs.records).items():
         cells = pair_cells(a, b, a_name, b_name)
         iqms = ("--", "--") if cells.difference is None else (_iqm(a, inputs), _iqm(b, inputs))
         rows.append((env_id, _pair_label(a, a_name, b_name), *iqms, *cells[1:]))
@@ -249,8 +254,7 @@ def verdict_changes_table(records: Sequence[dict[str, Any]], before: str, after:
         return f"(no pair of agents has records of study {before!r})"
     rows = []
     for key, (a, b) in old.items():
-        env_id, _, _, pair = key
-        a_name, b_name = pair.split("-")
+        env_id, _, _, (a_name, b_name) = key
         was = pair_cells(a, b, a_name, b_name)
         cells = [env_id, _pair_label(a, a_name, b_name), _seeds(a, b)]
         cells += [was.difference_text, was.p_text, was.verdict]
@@ -362,8 +366,7 @@ def tuning_table(spec: Path, out: Path, name: str | None = None) -> str:
     the spec has more than one)."""
     from agentbench_poad.leaderboard.from_run import read_policy_steps
     from agentbench_poad.study import load_study
-    from agentbench_poad.study.run import tuning_run_done
-    from agentbench_poad.study.tuning import run_scores
+    from agentbench_poad.study.selection import run_scores, tuning_run_done
 
     study = load_study(spec, out=out)
     protocols = {t.name: t for t in study.tunings}

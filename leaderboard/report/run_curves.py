@@ -38,7 +38,7 @@ def _finished_runs(spec: Path, out: Path, env_id: str) -> tuple[list[str], list[
     that are done, and the names of those that are not (tuning runs are not part of a curve)."""
     from agentbench_poad.study import load_study
     from agentbench_poad.study.equivalence import is_tuning
-    from agentbench_poad.study.run import run_state
+    from agentbench_poad.study.plan import run_state
 
     study = load_study(spec, out=out)
     cells = [c for c in study.cells if c.env_id == env_id and not is_tuning(c)]
