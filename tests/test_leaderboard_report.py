@@ -669,3 +669,24 @@ def test_curves_table_places_group_agents_points_beside_the_step_grid():
     assert rows["twosome (m), 1,024 steps"] == ["0.30 ± 0.10", "0.60 ± 0.10 |"]
     assert rows["ntpo (m), 1,024 steps"] == ["0.10 ± 0.10", "-- |"]
     assert rows["grpo (m), 1,024 steps"] == ["≈0.20 ± 0.10", "≈0.40 ± 0.10 |"]
+
+
+def test_pairs_of_hyphenated_agent_names(records):
+    """``archer-adrl``'s pair with NTPO: its credit row, and a margins region that names it
+    with an env (agent names may hold hyphens; the region's pair is read as the pair it names)."""
+    ntpo = next(
+        r for r in records if r["agent"]["name"] == "ntpo" and r["env"]["id"] == CORRIDOR_ID
+    )
+    archer = _as(ntpo, name="archer-adrl", mean_shift=0.1)
+    table = tables([*records, archer])["credit"]()
+    row = {row[1]: row for row in _rows(table, CORRIDOR_ID)}["ARCHER-ADRL − NTPO (tiny-lm)"]
+    scores = [[s["score"] for s in r["scores"]["per_seed"]] for r in (archer, ntpo)]
+    assert float(row[4].split()[0]) == pytest.approx(
+        _plain_iqm(scores[0]) - _plain_iqm(scores[1]), abs=6e-4
+    )
+    name = f"margins:archer-adrl-ntpo:{CORRIDOR_ID}"
+    region = f"<!-- results-tables: {name} -->\n<!-- /results-tables: {name} -->"
+    filled = fill(region, [*records, archer])
+    body = next(MARKER.finditer(filled)).group("body")
+    # read as archer-adrl − ntpo, not archer − adrl-ntpo (no such records: no row)
+    assert "ARCHER-ADRL − NTPO" in body and len(_rows(body, CORRIDOR_ID)) == 1, body

@@ -119,7 +119,10 @@ def fill(
     available = _tables(inputs)
 
     def _margins(pair: str, env_ids: Sequence[str]) -> str:
+        # Agent names may hold hyphens (archer-adrl): a credit pair's own spelling wins.
+        known = {f"{a}-{b}": (a, b) for a, b in CREDIT_PAIRS}
         a, _, b = pair.partition("-")
+        a, b = known.get(pair, (a, b))
         if not a or not b:
             raise ValueError(f"docs: a margins region names {pair!r}; write it margins:A-B[:ENVS]")
         unknown = [e for e in env_ids if e not in inputs.by_env]
