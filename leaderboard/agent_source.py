@@ -20,7 +20,8 @@ Before anything is imported, :func:`replay_spec` checks the record:
 2. a relative file spec resolves inside the *agent root* (the record's checkout: the nearest
    folder above the record file holding ``.git`` or ``pyproject.toml``; else the record's own
    folder; for a record given as a dict, the current directory), with ``..`` and symlinks that
-   leave it refused; an absolute file spec must lie inside the agent root too;
+   leave it refused; an absolute file spec, and a module spec's file, must lie inside the agent
+   root too (a module found anywhere on ``sys.path`` -- the standard library -- is refused);
 3. the file's sha256 equals ``agent.source.sha256`` (else a ``RecordError`` naming both
    digests). A user agent whose record has no hash (made before records carried one) is
    refused unless ``trust_unhashed`` (``leaderboard verify --trust-unhashed``): the reviewer
@@ -195,7 +196,15 @@ def replay_spec(
                 f"{rid}: the agent's module {module!r} is not importable here (no source file "
                 "on sys.path); install the package that provides it"
             )
-        path, replayed = found, spec
+        path, replayed = found.resolve(), spec
+        if not path.is_relative_to(base):
+            # Any module on sys.path would do otherwise: a record naming a standard-library
+            # function (its file's hash is public) would run it with the record's kwargs.
+            raise PathEscapes(
+                f"{rid}: the agent's module {module!r} is {path}, outside the record's agent "
+                f"root {base}; a record's agent code lies inside its checkout (pass --agent-root "
+                "DIR to name the folder of an installed package you have reviewed)"
+            )
     stated = (record.get("agent") or {}).get("source") or {}
     expected = stated.get("sha256")
     actual = sha256_file(path)

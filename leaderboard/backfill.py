@@ -13,11 +13,18 @@
 * ``training.best_code``: the best code found during training, from the runs'
   ``best_code.json``, where a record lacks it (records a study wrote from a worker whose
   directory was not the runs root missed it).
+* ``model.adapter_files`` (an ``adapter`` agent kwarg's files) and ``env.dataset`` (a
+  DataSciCoding dataset's content digest), :mod:`agentbench_poad.leaderboard.loadable`.
 * With ``replay_discounted``: a record of a *deterministic* agent whose episodes log no
   discounted return is replayed in full (every episode of every seed); each replayed episode
   must reproduce its return, score, success, length and failure exactly, and then its
   discounted return (under the env's protocol discount) is stored with the seed's mean and
   ``protocol.discount``. A record that does not reproduce is left unchanged (error).
+
+Backfill imports nothing a record names: a run's algorithm is looked up among the built-in
+algorithms only (:func:`~agentbench_poad.leaderboard.loadable.builtin_algorithm`), and a replay
+resolves what it loads with :func:`~agentbench_poad.leaderboard.loadable.record_loads`, refusing
+a user agent's code (``verify`` runs that, after hashing it).
 
 Nothing else of the record changes; the record is validated and rewritten atomically, and
 its derived numbers must recompute (:func:`~agentbench_poad.leaderboard.recompute.check_derived`)
@@ -47,17 +54,27 @@ def backfill_record(record: dict[str, Any], *, replay_discounted: bool = False) 
 
     path = Path(record["_path"])
     original = {k: v for k, v in record.items() if not k.startswith("_")}
+    from agentbench_poad.leaderboard.loadable import check_record_names
+
+    check_record_names(original)  # a record handed in as a dict was not read through the store
     updated = copy.deepcopy(original)
+    updated["_path"] = str(path)  # locates the record's checkout (an adapter, a replay's agent)
     run_dirs = {s: resolve_run(r) for s, r in (record_runs(updated) or {}).items()}
     check_derived(updated, run_dirs=run_dirs)
     changes: list[str] = []
-    if replay_discounted and _lacks_discounted(updated):
+
+    def hashes() -> tuple[Any, ...]:
+        model = updated["model"]
+        fields = ("base_weights", "adapters", "adapter_files")
+        return (*(model.get(k) for k in fields), updated["env"].get("dataset"))
+
+    before = hashes()
+    attach_hashes(updated)
+    if hashes() != before:
+        changes.append("hashes")
+    if replay_discounted and _lacks_discounted(updated):  # the replay checks the hashes
         _replay_discounted(updated)
         changes.append("discounted returns replayed")
-    before = (updated["model"].get("base_weights"), updated["model"].get("adapters"))
-    attach_hashes(updated)
-    if (updated["model"]["base_weights"], updated["model"]["adapters"]) != before:
-        changes.append("hashes")
     training = updated.get("training") or {}
     if training.get("safeguards") is not None:  # judged against the run's algorithm's defaults
         from agentbench_poad.leaderboard.from_run import safeguards_are_default
@@ -78,6 +95,7 @@ def backfill_record(record: dict[str, Any], *, replay_discounted: bool = False) 
     if any(updated["scores"].get(k, object()) != v for k, v in summary.items()):
         updated["scores"].update(summary)
         changes.append("discounted-return summary")
+    updated.pop("_path")
     check_derived(updated, run_dirs=run_dirs)
     if updated != original:
         write_record(path, updated)
@@ -103,22 +121,25 @@ def _replay_discounted(record: dict[str, Any]) -> None:
             f"{rid}: a sampled agent's episodes cannot be replayed exactly, so their discounted "
             "returns cannot be backfilled; re-create the record"
         )
-    env_id = record["env"]["id"]
+    from agentbench_poad.leaderboard.loadable import record_loads
+
+    # What the replay loads, resolved and checked as verify does; user code is refused here:
+    # backfill runs the package's agents only (issue 64).
+    loads = record_loads(record, user_code=False)
+    loads.check_contents(record)
+    env_id = loads.env_id
     discount = record["protocol"].get("discount") or env_discount(env_id)
     if discount is None:
         raise RecordError(f"{rid}: {env_id} has no protocol discount to compute returns with")
     config = record["config"]
-    from agentbench_poad.leaderboard.agent_source import replay_spec
-
-    spec = replay_spec(record)  # the record's one agent, its source checked (as verify does)
     for seed in record["scores"]["per_seed"]:
         request = EvaluationRequest(
-            agent=spec,
+            agent=loads.agent_spec,
             env_id=env_id,
             seed=int(seed["seed"]),
             episodes=int(record["protocol"]["episodes_per_seed"]),
-            agent_kwargs=config.get("agent_kwargs") or {},
-            env_kwargs=config.get("env_kwargs") or {},
+            agent_kwargs=loads.agent_kwargs,
+            env_kwargs=loads.env_kwargs,
             action_timeout=config.get("action_timeout_s"),
             batch_size=record["protocol"].get("batch_size"),
             discount=discount,

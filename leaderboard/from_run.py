@@ -158,18 +158,17 @@ def algorithm_defaults(algorithm_source: dict[str, Any] | None) -> Any:
     off by definition: their advantages are normalised within groups); for any other run, one
     made before ``algorithm_source`` existed or a user's algorithm (whose module is not imported
     here), the shared :class:`~agentbench_poad.rl.config.PPOConfig` defaults.
+
+    The spec is looked up in the package's table of built-in algorithms
+    (:func:`~agentbench_poad.leaderboard.loadable.builtin_algorithm`), never imported: a run's
+    or record's spec is data (``agentbench_poad.x/evil.py:X`` names a file to import).
     """
+    from agentbench_poad.leaderboard.loadable import builtin_algorithm
     from agentbench_poad.rl.config import PPOConfig
 
-    spec = (algorithm_source or {}).get("spec")
-    if isinstance(spec, str) and spec.startswith("agentbench_poad."):
-        from agentbench_poad.rl.algorithm import AlgorithmError, load_algorithm
-
-        try:
-            return load_algorithm(spec).config_class()
-        except AlgorithmError:
-            pass  # a built-in renamed since the run: compare with the shared defaults
-    return PPOConfig()
+    builtin = builtin_algorithm((algorithm_source or {}).get("spec"))
+    # a built-in renamed since the run, or a user's algorithm: the shared defaults
+    return builtin.config_class() if builtin is not None else PPOConfig()
 
 
 def safeguards_are_default(
@@ -370,6 +369,14 @@ def record_from_runs(
         raise RecordError(f"{run_dirs[0]}/config.json names no env_id; pass env_id")
     if env_kwargs is None and eval_env == train_env:
         env_kwargs = dict(first.get("env_kwargs") or {})  # the env the runs trained on
+    from agentbench_poad.leaderboard.loadable import check_env_id, check_env_kwargs
+
+    # before any env id is looked up or made: a run's config is data, like a record (issue 64)
+    where = f"{run_dirs[0]}/config.json"
+    if train_env is not None:
+        check_env_id(train_env, f"{where}: env_id", registered=True)
+    check_env_id(eval_env, "the evaluation env id", registered=True)
+    env_kwargs = check_env_kwargs(env_kwargs, f"{where}: env_kwargs")
     agent = str(agent_name or first.get("agent") or "agent")
     model = first.get("model")
     base_model = (

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,15 +132,23 @@ def adapter_files(run_dir: str | os.PathLike) -> tuple[str, dict[str, str]]:
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         raise HashMismatch(f"training run {run_dir} has no checkpoint, so no adapter to hash")
-    folder = checkpoint / "adapter"
+    return checkpoint.name, folder_files(checkpoint / "adapter")
+
+
+def folder_files(folder: Path) -> dict[str, str]:
+    """``{file (relative, posix): sha256}`` of every file of an adapter folder.
+
+    Raises:
+        HashMismatch: the folder holds no file.
+    """
     files = {
         p.relative_to(folder).as_posix(): file_sha256(p)
-        for p in sorted(folder.rglob("*"))
+        for p in sorted(Path(folder).rglob("*"))
         if p.is_file()
     }
     if not files:
         raise HashMismatch(f"the adapter folder {folder} is empty (the adapter files are missing)")
-    return checkpoint.name, files
+    return files
 
 
 def record_runs(record: Mapping[str, Any]) -> dict[str, str] | None:
@@ -174,7 +182,116 @@ def attach_hashes(
             checkpoint, files = adapter_files(resolve_run(run, root))
             adapters[seed] = {"run": run, "checkpoint": checkpoint, "files": files}
     model["base_weights"], model["adapters"] = weights, adapters  # both or neither
+    _attach_agent_adapter(record, root)
+    from agentbench_poad.leaderboard.loadable import dataset_entry
+
+    env = record.get("env") or {}
+    if env.get("id") and (dataset := dataset_entry(env["id"])) is not None:
+        env["dataset"] = dataset
     return record
+
+
+def _attach_agent_adapter(record: dict[str, Any], root: str | os.PathLike | None) -> None:
+    """``model.adapter_files`` of a record whose agent loads an ``adapter`` folder (an ``lm:``
+    agent's kwarg): the path as the record names it and the sha256 of each of its files. The
+    folder is confined to the record's checkout (or the runs root) as ``verify`` confines it."""
+    from agentbench_poad.leaderboard.agent_source import agent_root
+    from agentbench_poad.leaderboard.loadable import ADAPTER_KWARG, adapter_folder
+
+    named = ((record.get("config") or {}).get("agent_kwargs") or {}).get(ADAPTER_KWARG)
+    if named is None:
+        return
+    rid = str(record.get("record_id"))
+    if record.get("_path"):  # a stored record (backfill, add): its adapter stays in its roots
+        folder = adapter_folder(named, agent_root(record), root, rid)
+    else:  # a record being made: the adapter the evaluation just loaded (verify confines it)
+        folder = Path(str(named)).expanduser().resolve()
+        if not folder.is_dir():
+            raise HashMismatch(f"{rid}: adapter {named!r} is not a folder ({folder})")
+    record["model"]["adapter_files"] = {"path": named, "files": folder_files(folder)}
+
+
+def check_loaded_models(
+    record: Mapping[str, Any], models: Sequence[str], *, download: bool | None = None
+) -> None:
+    """Check that each model the agent loads (an ``lm:`` spec's model, a run's ``config.json``
+    model) is the record's ``model.base``: the same folder, or weights of the same digest.
+
+    Raises:
+        HashMismatch: the record names no base model, or a loaded model's weights differ.
+    """
+    from agentbench_poad.models.errors import ModelNotAvailable
+
+    if not models:
+        return
+    rid = record.get("record_id", "record")
+    model = record.get("model") or {}
+    base, stated = model.get("base"), (model.get("base_weights") or {}).get("sha256")
+    if not base or not stated:
+        raise HashMismatch(
+            f"{rid}: the agent loads the model {models[0]!r}, but the record names no hashed "
+            "base model (model.base, model.base_weights), so nothing ties the row to those "
+            "weights; add the hashes with `agentbench-poad leaderboard backfill`"
+        )
+    try:
+        base_folder = base_model_dir(base, download=download).resolve()
+        for name in dict.fromkeys(models):
+            folder = base_model_dir(name, download=download).resolve()
+            if folder == base_folder:
+                continue  # hashed by check_hashes
+            actual, _ = _weights(folder)
+            if actual != stated:
+                raise HashMismatch(
+                    f"{rid}: the agent loads the model {name!r} ({folder}), whose weights have "
+                    f"digest {actual}, but the record shows model.base {base!r} with "
+                    f"model.base_weights.sha256 {stated}; the row would show one model and "
+                    "replay another -- make the record again from the model it loads"
+                )
+    except ModelNotAvailable as exc:
+        raise HashMismatch(f"{rid}: a model the agent loads is not available here: {exc}") from None
+
+
+def check_adapter_files(record: Mapping[str, Any], folder: Path | None) -> None:
+    """Check the ``adapter`` folder an agent loads (resolved and confined by
+    :func:`~agentbench_poad.leaderboard.loadable.record_loads`) against ``model.adapter_files``:
+    every stated file present with its sha256, and no other file.
+
+    Raises:
+        HashMismatch: the record states no hashes for it, or a file differs, is missing or extra.
+    """
+    if folder is None:
+        return
+    rid = record.get("record_id", "record")
+    named = ((record.get("config") or {}).get("agent_kwargs") or {}).get("adapter")
+    stated = (record.get("model") or {}).get("adapter_files") or {}
+    if not stated.get("files"):
+        raise HashMismatch(
+            f"{rid}: the agent loads the adapter {named!r}, but the record states no hashes of "
+            "its files (model.adapter_files); add them with `agentbench-poad leaderboard "
+            "backfill` where the record was made, or make the record again"
+        )
+    if stated.get("path") != named:
+        raise HashMismatch(
+            f"{rid}: model.adapter_files.path is {stated.get('path')!r}, but the agent loads "
+            f"{named!r}"
+        )
+    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    for name, sha in sorted(stated["files"].items()):
+        path = confine(folder, name, f"{rid}: adapter file")
+        if not path.is_file():
+            raise HashMismatch(f"{rid}: the adapter file {path} is missing")
+        if (actual := file_sha256(path)) != sha:
+            raise HashMismatch(
+                f"{rid}: the adapter file {path} has sha256 {actual}, but "
+                f"model.adapter_files.files[{name!r}] is {sha}; this is not the adapter the "
+                "record was scored with"
+            )
+    extra = sorted(present - set(stated["files"]))
+    if extra:
+        raise HashMismatch(
+            f"{rid}: the adapter folder {folder} holds files the record does not hash: "
+            f"{', '.join(extra)}"
+        )
 
 
 def check_hashes(

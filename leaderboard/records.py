@@ -204,7 +204,11 @@ def read_record(path: Path) -> dict[str, Any]:
             f"{path}: is not valid JSON ({exc.msg} at line {exc.lineno}); the file is corrupt -- "
             "delete it and re-create the record"
         ) from exc
-    return validate_record(data, source=str(path))
+    record = validate_record(data, source=str(path))
+    from agentbench_poad.leaderboard.loadable import check_record_names
+
+    check_record_names(record)  # names no code to import, no unlabelled task kwarg (issue 64)
+    return record
 
 
 def store_path(store: Path | str | None) -> Path:
@@ -278,6 +282,7 @@ def add_record(
     check_config_source(record)  # a tuned record must use its spec's chosen config (issue 27)
     check_formats(record, source=f"record {record['record_id']!r}")
     check_record_paths(record)  # no run or adapter file outside its root (issue 47)
+    check_loadable_names(record)  # registered env ids, identity env kwargs (issue 64)
     record_spec(record)  # one agent: agent.spec == config.agent_spec (issue 47)
     check_portable_runs(record, store)
     path = store_path(store) / f"{record['record_id']}.json"
@@ -295,6 +300,15 @@ def check_record_paths(record: Mapping[str, Any]) -> None:
     from agentbench_poad.leaderboard.runs import check_record_paths as check
 
     check(dict(record))
+
+
+def check_loadable_names(record: Mapping[str, Any]) -> None:
+    """:func:`agentbench_poad.leaderboard.loadable.check_record_names`, the env id registered
+    here (imported late: loadable imports this module)."""
+    from agentbench_poad.leaderboard.loadable import check_env_id, check_record_names
+
+    check_record_names(record)
+    check_env_id(record["env"]["id"], f"{record.get('record_id')}: env.id", registered=True)
 
 
 def record_spec(record: Mapping[str, Any]) -> str | None:

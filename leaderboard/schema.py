@@ -14,7 +14,9 @@ Version history:
   undiscounted ``scores.mean``); ``model.base_weights`` and ``model.adapters`` (content hashes,
   :mod:`agentbench_poad.leaderboard.provenance`); ``software.dirty_allowed`` (the record was
   added from a dirty tree with ``--allow-dirty``); ``agent.source`` (a user agent's source file
-  and its sha256, :mod:`agentbench_poad.leaderboard.agent_source`).
+  and its sha256, :mod:`agentbench_poad.leaderboard.agent_source`); ``model.adapter_files`` (an
+  ``adapter`` agent kwarg's files and their sha256) and ``env.dataset`` (the content digest of a
+  DataSciCoding dataset), :mod:`agentbench_poad.leaderboard.loadable`.
 
 :func:`check_formats` (run by ``leaderboard add``) also checks the formats of ``created_at`` (ISO
 8601 date and time), ``software.python`` and ``software.package_version`` (version numbers);
@@ -105,6 +107,29 @@ _ADAPTERS = {
     },
 }
 
+#: ``model.adapter_files``: the adapter folder an agent loads by its ``adapter`` kwarg (an ``lm:``
+#: agent's), as the record names it, and the sha256 of each of its files.
+_ADAPTER_FILES = {
+    "type": ["object", "null"],
+    "required": ["path", "files"],
+    "properties": {
+        "path": {"type": "string"},
+        "files": {"type": "object", "additionalProperties": _SHA256, "minProperties": 1},
+    },
+}
+
+#: ``env.dataset``: the content digest of the dataset a DataSciCoding record scored on
+#: (leaderboard/loadable.py), checked before verify replays it.
+_DATASET = {
+    "type": "object",
+    "required": ["name", "sha256"],
+    "properties": {
+        "name": {"type": "string"},
+        "sha256": _SHA256,
+        "cached": {"type": "boolean"},
+    },
+}
+
 #: ``agent.source``: the user agent's source file and its sha256, checked before ``verify``
 #: imports it (leaderboard/agent_source.py).
 _AGENT_SOURCE = {
@@ -162,6 +187,7 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "version": {"type": "integer", "minimum": 0},
                 "family": {"type": "string"},
                 "open_action": {"type": "boolean"},
+                "dataset": _DATASET,
             },
         },
         "agent": {
@@ -183,6 +209,7 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "adapter": _STRING_OR_NULL,
                 "base_weights": _BASE_WEIGHTS,
                 "adapters": _ADAPTERS,
+                "adapter_files": _ADAPTER_FILES,
             },
         },
         "protocol": {

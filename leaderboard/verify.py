@@ -7,9 +7,12 @@ Three stages, in this order; the first two raise a :class:`RecordError` naming w
    summary (per-seed scores, mean, standard errors, success rates, discounted returns, the
    learning curve, wall-time sums) is recomputed from the stored episodes (and the runs) and
    must match (float tolerance); an edited headline number fails here, naming the field.
-2. **Hashes** (:func:`agentbench_poad.leaderboard.provenance.check_hashes`): the base model's
-   weights and each seed's adapter files must have the digests the record states, before
-   anything is loaded.
+2. **Hashes** (:meth:`agentbench_poad.leaderboard.loadable.RecordLoads.check_contents`): the
+   base model's weights, each seed's adapter files and an ``adapter`` agent kwarg's files must
+   have the digests the record states; the model the agent actually loads (an ``lm:`` spec's,
+   each run's ``config.json`` model) must be ``model.base`` (same folder or same digest); a
+   DataSciCoding dataset must have the digest the record states (``env.dataset``) -- all before
+   anything is loaded. ``replay=False`` (``verify --no-replay``) stops here.
 3. **Replay**: episodes are re-run from their reset seeds with the record's agent factory
    (its one spec: ``agent.spec``, equal to ``config.agent_spec``; + ``agent_kwargs``) through the
    one evaluation runner
@@ -28,13 +31,16 @@ Three stages, in this order; the first two raise a :class:`RecordError` naming w
      ``sqrt(2) * s / sqrt(n)``); the discounted return is judged the same way. Seeded sampling
      on the same hardware usually reproduces exactly anyway; ``exact_matches`` says.
 
-Before stage 1, the record's agent is pinned down
-(:func:`agentbench_poad.leaderboard.agent_source.replay_spec`): one spec, a user agent's source
-file inside the record's checkout and with the sha256 the record states. **Verify imports and
-runs that code**: review it before verifying a record someone else made (docs/leaderboard.md).
-
-Run paths resolve against the runs root (:mod:`agentbench_poad.leaderboard.runs`), confined to
-it (no ``..`` escape, no symlink out of it).
+Before stage 1, everything a replay loads is resolved by one function,
+:func:`agentbench_poad.leaderboard.loadable.record_loads`, which refuses the rest: a registered
+env id (no ``module:`` prefix), env kwargs that are execution kwargs or part of the row's
+identity, one agent spec (a user agent's source file inside the record's checkout, with the
+sha256 the record states: :func:`~agentbench_poad.leaderboard.agent_source.replay_spec`), the
+same agent kwargs shown and replayed, run paths confined to the runs root
+(:mod:`agentbench_poad.leaderboard.runs`: no ``..`` escape, no symlink out of it) and an
+``adapter`` folder confined to the record's checkout. The replay is given exactly what it
+resolved. **Verify imports and runs the user agent's code**: review it before verifying a record
+someone else made (docs/leaderboard.md); nothing else a record names is imported.
 """
 
 from __future__ import annotations
@@ -42,9 +48,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentbench_poad.leaderboard.records import mean_stderr
+
+if TYPE_CHECKING:
+    from agentbench_poad.leaderboard.loadable import RecordLoads
 
 #: How many standard deviations (of the difference of means) a sampled agent may drift.
 SAMPLED_Z = 3.0
@@ -77,6 +86,7 @@ class VerifyResult:
     derived_checked: int = 0
     hashes_checked: bool = False
     mismatches: list[str] = field(default_factory=list)
+    replayed: bool = True
 
     @property
     def difference(self) -> float:
@@ -86,6 +96,13 @@ class VerifyResult:
         return asdict(self) | {"difference": self.difference}
 
     def summary(self) -> str:
+        if not self.replayed:
+            return (
+                f"CHECKED (not replayed): {self.record_id}: {self.derived_checked} derived "
+                f"numbers recomputed, weights "
+                f"{'checked' if self.hashes_checked else 'not hashed (no model)'}, what a replay "
+                "loads resolved and checked; run without --no-replay to replay its episodes"
+            )
         verdict = "REPRODUCED" if self.reproduced else "NOT REPRODUCED"
         rule = (
             "deterministic agent: every episode must match"
@@ -141,6 +158,7 @@ def verify_record(
     download: bool | None = None,
     agent_root: str | os.PathLike | None = None,
     trust_unhashed: bool = False,
+    replay: bool = True,
 ) -> VerifyResult:
     """Recompute, check the hashes of, then replay ``record`` (see the module doc).
 
@@ -158,9 +176,13 @@ def verify_record(
             :func:`~agentbench_poad.leaderboard.agent_source.agent_root`).
         trust_unhashed: replay a user agent whose record states no source hash (made before
             records carried one); the caller has reviewed the file.
+        replay: replay episodes (stage 3); without it, stages 1 and 2 and every check of what
+            a replay would load run, and nothing is imported or played (``--no-replay``).
 
     Raises:
-        RecordError: the record's agent cannot be rebuilt, or is not the one it shows (two
+        RecordError: the record names something no tool may load
+            (:class:`~agentbench_poad.leaderboard.loadable.NotLoadable`), the record's agent
+            cannot be rebuilt, or is not the one it shows (two
             specs, a source hash that differs or is absent, an agent file outside its root:
             :class:`~agentbench_poad.leaderboard.agent_source.AgentSourceMismatch`,
             :class:`~agentbench_poad.leaderboard.runs.PathEscapes`), a derived number differs
@@ -168,26 +190,32 @@ def verify_record(
             weight file is missing (:class:`~agentbench_poad.leaderboard.provenance.HashMismatch`),
             or a run is not in the runs root.
     """
-    from agentbench_poad.leaderboard.agent_source import replay_spec
-    from agentbench_poad.leaderboard.provenance import check_hashes, record_runs
+    from agentbench_poad.leaderboard.loadable import record_loads
     from agentbench_poad.leaderboard.recompute import check_derived
-    from agentbench_poad.leaderboard.runs import resolve_run
 
     if episodes_per_seed < 1:
         raise ValueError(f"episodes_per_seed must be >= 1, got {episodes_per_seed}")
-    config = record["config"]
-    spec = replay_spec(record, root=agent_root, trust_unhashed=trust_unhashed)
-    runs = record_runs(record) or {}
-    run_dirs = {seed: resolve_run(run, runs_root) for seed, run in runs.items()}
-    derived = check_derived(record, run_dirs=run_dirs)
-    check_hashes(record, root=runs_root, download=download)
-    hashed = bool(record["model"].get("base")) or bool(runs)
-    agent_kwargs = dict(config.get("agent_kwargs") or {})
-    if runs:  # replay the very folders that were hashed
-        agent_kwargs["runs"] = {seed: str(path) for seed, path in run_dirs.items()}
-    rows = _replay(
-        record, spec, agent_kwargs, episodes_per_seed, max_seeds, action_timeout, progress
+    loads = record_loads(
+        record, runs_root=runs_root, agent_root=agent_root, trust_unhashed=trust_unhashed
     )
+    derived = check_derived(record, run_dirs=loads.runs)
+    loads.check_contents(record, runs_root=runs_root, download=download)
+    hashed = bool(record["model"].get("base")) or bool(loads.runs)
+    if not replay:
+        return VerifyResult(
+            record_id=record["record_id"],
+            sampled=0,
+            recorded_mean=float(record["scores"]["mean"]),
+            rerun_mean=float(record["scores"]["mean"]),
+            tolerance=EXACT_TOL,
+            exact_matches=0,
+            reproduced=True,
+            deterministic=is_deterministic(record),
+            derived_checked=derived,
+            hashes_checked=hashed,
+            replayed=False,
+        )
+    rows = _replay(record, loads, episodes_per_seed, max_seeds, action_timeout, progress)
     deterministic = is_deterministic(record)
     recorded_mean = _mean([r["recorded"] for r in rows])
     rerun_mean = _mean([r["rerun"] for r in rows])
@@ -221,8 +249,7 @@ def verify_record(
 
 def _replay(
     record: dict[str, Any],
-    spec: str,
-    agent_kwargs: dict[str, Any],
+    loads: RecordLoads,
     episodes_per_seed: int,
     max_seeds: int | None,
     action_timeout: float | None,
@@ -243,14 +270,14 @@ def _replay(
         sampled = [
             recorded_episodes[i] for i in sample_indices(len(recorded_episodes), episodes_per_seed)
         ]
-        request = EvaluationRequest(
-            agent=spec,
-            env_id=record["env"]["id"],
+        request = EvaluationRequest(  # what record_loads resolved and checked, nothing else
+            agent=loads.agent_spec,
+            env_id=loads.env_id,
             seed=seed,
             episodes=int(record["protocol"]["episodes_per_seed"]),
             indices=tuple(e["index"] for e in sampled),
-            agent_kwargs=agent_kwargs,
-            env_kwargs=config.get("env_kwargs") or {},
+            agent_kwargs=loads.agent_kwargs,
+            env_kwargs=loads.env_kwargs,
             action_timeout=timeout,
             batch_size=record["protocol"].get("batch_size"),
             discount=record["protocol"].get("discount"),

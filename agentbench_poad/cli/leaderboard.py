@@ -94,9 +94,10 @@ def add_parser(subparsers) -> None:
         help="recompute a record's numbers, check its weight hashes, replay its episodes; "
         "exit 1 if a replay does not reproduce, 2 if a number or a hash differs",
         description="Verify imports and runs the record's agent code (a user agent's file, "
-        "checked first against the sha256 the record states). Review a record someone else made "
-        "before verifying it: `leaderboard show ID --json` shows agent.spec and agent.source; "
-        "read that file (docs/leaderboard.md, 'Reviewing a submitted record').",
+        "checked first against the sha256 the record states); nothing else a record names is "
+        "imported. Review a record someone else made before verifying it: `leaderboard show ID "
+        "--json` shows agent.spec and agent.source; read that file (docs/leaderboard.md, "
+        "'Reviewing a submitted record'). --no-replay checks without importing or playing.",
     )
     v.add_argument("record_id", nargs="+", help="record id(s) or record file(s)")
     v.add_argument(
@@ -114,6 +115,12 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="run a user agent whose record states no hash of its source (agent.source); "
         "review the file first: verify imports and runs it",
+    )
+    v.add_argument(
+        "--no-replay",
+        action="store_true",
+        help="check only: recompute the numbers, check every hash and what a replay would load "
+        "(model, adapters, dataset), import and play nothing",
     )
     v.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     v.set_defaults(func=_runs_scoped(run_verify))
@@ -283,7 +290,12 @@ def _ensure_hashes(record: dict) -> None:
     from agentbench_poad.leaderboard.provenance import attach_hashes
 
     model = record["model"]
-    if "base_weights" not in model or "adapters" not in model:
+    adapter = (record["config"].get("agent_kwargs") or {}).get("adapter")
+    if (
+        "base_weights" not in model
+        or "adapters" not in model
+        or (adapter and not model.get("adapter_files"))
+    ):
         attach_hashes(record)
 
 
@@ -396,6 +408,7 @@ def run_verify(args: argparse.Namespace) -> int:
                 max_seeds=args.max_seeds,
                 agent_root=args.agent_root,
                 trust_unhashed=args.trust_unhashed,
+                replay=not args.no_replay,
             )
         except RecordError as exc:
             return die(str(exc))

@@ -54,3 +54,19 @@ class Dataset:
     @property
     def class_counts(self) -> list[int]:
         return np.bincount(self.y, minlength=self.n_classes).tolist()
+
+    def digest(self) -> str:
+        """sha256 of the content a task scores on: the name, feature names, and ``X`` and ``y``
+        (dtype, shape, little-endian bytes). Independent of the cache file's bytes (an ``.npz``
+        written twice differs in its zip timestamps), so a record states it and ``leaderboard
+        verify`` compares it with the dataset at hand (docs/leaderboard.md)."""
+        import hashlib
+
+        digest = hashlib.sha256(b"agentbench-poad/dataset-v1\0")
+        digest.update(self.name.encode() + b"\0")
+        digest.update("\0".join(self.feature_names).encode() + b"\0")
+        for array, dtype in ((self.X, "<f8"), (self.y, "<i8")):
+            data = np.ascontiguousarray(array, dtype=dtype)
+            digest.update(f"{dtype}{data.shape}\0".encode())
+            digest.update(data.tobytes())
+        return digest.hexdigest()
