@@ -42,8 +42,27 @@ def add_parser(subparsers) -> None:
         "--handshake-timeout",
         type=float,
         default=30.0,
-        help="seconds a new connection may take to send its first message before it is "
-        "closed (0: never); it holds no session slot until that message",
+        help="seconds a new connection may take to send its whole HTTP request or its first "
+        "WebSocket message before it is closed (0: never); it holds no session slot until then",
+    )
+    p.add_argument(
+        "--max-sessions-per-client",
+        type=int,
+        default=8,
+        help="concurrent sessions of one client address (so no one client takes every slot)",
+    )
+    p.add_argument(
+        "--max-handshakes",
+        type=int,
+        default=64,
+        help="connections at once that have not yet sent their request or first WebSocket "
+        "message (slow or silent clients); one over it gets 503 and is closed",
+    )
+    p.add_argument(
+        "--max-handshakes-per-client",
+        type=int,
+        default=16,
+        help="the same, per client address",
     )
     p.add_argument("--log-level", default="info", help="uvicorn log level")
     p.set_defaults(func=run_serve)
@@ -72,6 +91,9 @@ def run_serve(args: argparse.Namespace) -> int:
         return die(f"--session-timeout must be >= 0, got {args.session_timeout}")
     if args.handshake_timeout < 0:
         return die(f"--handshake-timeout must be >= 0, got {args.handshake_timeout}")
+    for flag in ("max_sessions_per_client", "max_handshakes", "max_handshakes_per_client"):
+        if getattr(args, flag) < 1:
+            return die(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
     if args.max_message_bytes < 1:
         return die(f"--max-message-bytes must be >= 1, got {args.max_message_bytes}")
     try:  # make the env once now, rather than fail every session's first reset
@@ -98,6 +120,9 @@ def run_serve(args: argparse.Namespace) -> int:
         session_timeout=args.session_timeout or None,
         max_message_bytes=args.max_message_bytes,
         handshake_timeout=args.handshake_timeout or None,
+        max_sessions_per_client=args.max_sessions_per_client,
+        max_handshakes=args.max_handshakes,
+        max_handshakes_per_client=args.max_handshakes_per_client,
         log_level=args.log_level,
     )
     return 0

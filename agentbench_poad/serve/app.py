@@ -20,8 +20,15 @@ Limits on bad clients (``tests/test_serve_hostile.py``, ``tests/test_serve_parit
 * a client that drops its connection ends its session without a traceback in the log;
 * a session idle for ``session_timeout`` seconds is closed by OpenEnv's reaper (which looks
   every ``max(timeout / 4, 5)`` seconds): its env is closed and its next call gets an error;
-* at most ``max_sessions`` sessions at once: the next connection's first message gets a
-  ``CAPACITY_REACHED`` error.
+* at most ``max_sessions`` sessions at once, and ``max_sessions_per_client`` from one client
+  address: the next connection's first message gets a ``CAPACITY_REACHED`` error;
+* at most ``max_handshakes`` connections (``max_handshakes_per_client`` from one address) that
+  have not yet sent their whole HTTP request or their first valid WebSocket message (slowloris):
+  one over a cap gets ``503`` (HTTP) or ``CAPACITY_REACHED`` (WebSocket) and is closed; under
+  :func:`serve` and :class:`ServerThread` an HTTP request that has not fully arrived within
+  ``handshake_timeout`` gets ``408`` and is closed (:mod:`agentbench_poad.serve.limits`);
+* a seed outside ``0..2**64-1``, a number of over 32 digits or ``NaN``/``Infinity`` get an error
+  reply before anything converts them, and the session stays usable.
 
 OpenEnv's stateless HTTP ``/reset`` and ``/step`` build a fresh env per request (a ``/step``
 there always answers 409: the env was never reset); episodes are played over ``/ws``.
@@ -38,6 +45,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentbench_poad.serve.guard import DEFAULT_HANDSHAKE_TIMEOUT, ClientGuard
+from agentbench_poad.serve.limits import (
+    DEFAULT_MAX_HANDSHAKES,
+    DEFAULT_MAX_HANDSHAKES_PER_CLIENT,
+    DEFAULT_MAX_SESSIONS_PER_CLIENT,
+    Handshakes,
+    guarded_h11,
+)
 
 #: Default cap on concurrent sessions of one server.
 DEFAULT_MAX_SESSIONS = 16
@@ -124,6 +138,9 @@ def make_app(
     session_timeout: float | None = DEFAULT_SESSION_TIMEOUT,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+    max_sessions_per_client: int = DEFAULT_MAX_SESSIONS_PER_CLIENT,
+    max_handshakes: int = DEFAULT_MAX_HANDSHAKES,
+    max_handshakes_per_client: int = DEFAULT_MAX_HANDSHAKES_PER_CLIENT,
 ):
     """The FastAPI app that serves ``env_id`` (OpenEnv's ``create_app`` behind
     :class:`~agentbench_poad.serve.guard.ClientGuard`).
@@ -137,6 +154,11 @@ def make_app(
         max_message_bytes: Largest WebSocket message and HTTP request body.
         handshake_timeout: Seconds a new connection may take to send its first valid message
             (None: no limit; it holds no session slot until then either way).
+        max_sessions_per_client: Concurrent sessions of one client address.
+        max_handshakes: Connections at once that have not yet sent their request (HTTP) or
+            first valid message (WebSocket); ``app.state.handshakes`` holds the count, which
+            :func:`serve` and :class:`ServerThread` share with their HTTP protocol.
+        max_handshakes_per_client: The same, per client address.
     """
     from openenv.core.env_server.http_server import create_app
     from openenv.core.env_server.types import ConcurrencyConfig
@@ -163,8 +185,14 @@ def make_app(
         return JSONResponse(status_code=409, content={"detail": str(exc)})
 
     app.add_exception_handler(NotReset, not_reset)  # HTTP /step: a 409 that says why
+    handshakes = Handshakes(max_handshakes, max_handshakes_per_client, timeout=handshake_timeout)
+    app.state.handshakes = handshakes
     app.add_middleware(
-        ClientGuard, max_message_bytes=max_message_bytes, handshake_timeout=handshake_timeout
+        ClientGuard,
+        max_message_bytes=max_message_bytes,
+        handshake_timeout=handshake_timeout,
+        handshakes=handshakes,
+        max_sessions_per_client=max_sessions_per_client,
     )
     return app
 
@@ -176,6 +204,8 @@ def _uvicorn_config(app, host: str, port: int, max_message_bytes: int, log_level
         app,
         host=host,
         port=port,
+        # h11, made to count, cap and time out connections that have not sent their request
+        http=guarded_h11(app.state.handshakes),
         ws_max_size=max_message_bytes,
         log_level=log_level,
         lifespan="on",  # OpenEnv starts its idle-session reaper on startup
@@ -192,6 +222,9 @@ def serve(
     session_timeout: float | None = DEFAULT_SESSION_TIMEOUT,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+    max_sessions_per_client: int = DEFAULT_MAX_SESSIONS_PER_CLIENT,
+    max_handshakes: int = DEFAULT_MAX_HANDSHAKES,
+    max_handshakes_per_client: int = DEFAULT_MAX_HANDSHAKES_PER_CLIENT,
     log_level: str = "info",
 ) -> None:
     """Serve ``env_id`` until interrupted (``agentbench-poad serve``); the arguments are
@@ -205,6 +238,9 @@ def serve(
         session_timeout=session_timeout,
         max_message_bytes=max_message_bytes,
         handshake_timeout=handshake_timeout,
+        max_sessions_per_client=max_sessions_per_client,
+        max_handshakes=max_handshakes,
+        max_handshakes_per_client=max_handshakes_per_client,
     )
     uvicorn.Server(_uvicorn_config(app, host, port, max_message_bytes, log_level)).run()
 
@@ -227,6 +263,9 @@ class ServerThread:
         session_timeout: float | None = DEFAULT_SESSION_TIMEOUT,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+        max_sessions_per_client: int = DEFAULT_MAX_SESSIONS_PER_CLIENT,
+        max_handshakes: int = DEFAULT_MAX_HANDSHAKES,
+        max_handshakes_per_client: int = DEFAULT_MAX_HANDSHAKES_PER_CLIENT,
         log_level: str = "warning",
         start_timeout: float = 60.0,
     ) -> None:
@@ -240,6 +279,9 @@ class ServerThread:
             session_timeout=session_timeout,
             max_message_bytes=max_message_bytes,
             handshake_timeout=handshake_timeout,
+            max_sessions_per_client=max_sessions_per_client,
+            max_handshakes=max_handshakes,
+            max_handshakes_per_client=max_handshakes_per_client,
         )
         self._server = uvicorn.Server(
             _uvicorn_config(self.app, host, port, max_message_bytes, log_level)
@@ -288,6 +330,9 @@ class ServerThread:
 
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
+    "DEFAULT_MAX_HANDSHAKES",
+    "DEFAULT_MAX_HANDSHAKES_PER_CLIENT",
+    "DEFAULT_MAX_SESSIONS_PER_CLIENT",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_SESSION_TIMEOUT",

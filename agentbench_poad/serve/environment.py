@@ -26,6 +26,7 @@ import gymnasium as gym
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
+from agentbench_poad.serve.limits import check_seed
 from agentbench_poad.serve.models import TextAction, TextEnvState, TextObservation
 from agentbench_poad.version import __version__
 
@@ -155,6 +156,7 @@ class ServedEnv(Environment[TextAction, TextObservation, TextEnvState]):
                 f"episode_id must be a string of 1 to {MAX_EPISODE_ID_LENGTH} characters "
                 "(or left out: the server makes a fresh one)"
             )
+        seed = check_seed(seed)  # before gymnasium converts it (a 5,000-digit seed, `true`)
         env = self._gym_env()
         prompt, info = env.reset(seed=seed, options=options)
         self._env_reset = True

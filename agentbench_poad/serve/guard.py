@@ -11,7 +11,17 @@ traffic:
   takes the session slot and makes the env) only with its first valid message: a JSON object
   whose ``type`` is ``reset``, ``step`` or ``state``. Messages before it get error replies; a
   connection that sends no valid message within ``handshake_timeout`` seconds gets an error
-  reply and is closed (code 1008). Sockets that never speak hold no slot.
+  reply and is closed (code 1008). Sockets that never speak hold no slot. Until its first valid
+  message a connection counts against the handshake caps (:class:`~.limits.Handshakes`, shared
+  with the HTTP protocol of :func:`~.limits.guarded_h11`): over one, it gets a
+  ``CAPACITY_REACHED`` error and is closed (code 1013).
+* **Sessions per client.** One client address holds at most ``max_sessions_per_client``
+  sessions at once; its next first message gets ``CAPACITY_REACHED`` and the connection is
+  closed (code 1008).
+* **Numbers.** A message or JSON request body with an integer of over
+  :data:`~.limits.MAX_NUMBER_DIGITS` digits, a non-finite number or ``NaN``/``Infinity`` gets
+  an error reply (``VALIDATION_ERROR``; HTTP 400) before anything converts it; the session
+  stays usable.
 * **Messages.** Every frame is screened before OpenEnv reads it: malformed JSON
   (``INVALID_JSON``), JSON that is not an object (``VALIDATION_ERROR``), an unknown type and MCP
   messages (``UNKNOWN_TYPE``: this server does not serve MCP) get an error reply and the session
@@ -38,6 +48,14 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+from agentbench_poad.serve.limits import (
+    DEFAULT_MAX_SESSIONS_PER_CLIENT,
+    BadNumber,
+    Handshakes,
+    Sessions,
+    loads,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -110,13 +128,17 @@ def screen(text: str) -> tuple[str | None, str | None]:
     """``(type, None)`` for a message OpenEnv may read (a JSON object of type ``reset``,
     ``step``, ``state`` or ``close``), or ``(None, error reply)``."""
     try:
-        message = json.loads(text)
+        message = loads(text)
     except json.JSONDecodeError as exc:
         return None, error_frame(
             "INVALID_JSON", f"Invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
         )
     except RecursionError:
         return None, error_frame("INVALID_JSON", "Invalid JSON: nested too deeply")
+    except BadNumber as exc:
+        return None, error_frame("VALIDATION_ERROR", f"{exc}; send e.g. {_PROTOCOL}")
+    except ValueError as exc:  # any other number Python will not convert
+        return None, error_frame("VALIDATION_ERROR", _clip_text(str(exc), ECHO_PREFIX_CHARS))
     if not isinstance(message, dict):
         return None, error_frame(
             "VALIDATION_ERROR",
@@ -147,6 +169,9 @@ class ClientGuard:
         handshake_timeout: Seconds a new ``/ws`` connection may take to send its first valid
             message (None: no limit; such a connection still holds no session slot).
         ws_paths: WebSocket paths that get the handshake and message screening.
+        handshakes: The handshake caps, shared with the server's HTTP protocol when it
+            enforces them too (:func:`~.limits.guarded_h11`); default: the default caps.
+        max_sessions_per_client: Most sessions one client address holds at once.
     """
 
     def __init__(
@@ -156,6 +181,8 @@ class ClientGuard:
         max_message_bytes: int,
         handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
         ws_paths: frozenset[str] = frozenset({"/ws"}),
+        handshakes: Handshakes | None = None,
+        max_sessions_per_client: int = DEFAULT_MAX_SESSIONS_PER_CLIENT,
     ) -> None:
         if handshake_timeout is not None and not handshake_timeout > 0:
             raise ValueError(
@@ -167,6 +194,8 @@ class ClientGuard:
         self.max_message_bytes = max_message_bytes
         self.handshake_timeout = handshake_timeout
         self.ws_paths = ws_paths
+        self.handshakes = handshakes or Handshakes(timeout=handshake_timeout)
+        self.sessions = Sessions(max_sessions_per_client)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -209,13 +238,19 @@ class ClientGuard:
             chunks.append(body)
             if not message.get("more_body", False):
                 break
+        body = b"".join(chunks)
+        if body and _is_json(scope):
+            refused = _bad_numbers(body)
+            if refused is not None:
+                await _send_json(send, 400, {"detail": refused})
+                return
         replayed = False
 
         async def body_once() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
         await self.app(scope, body_once, _ClippedResponse(send))
@@ -330,14 +365,31 @@ class _Connection:
         connect = await self.receive()
         if connect["type"] != "websocket.connect":
             return
+        client = self.scope.get("client")
+        key = (str(client[0]), int(client[1])) if client else ("unknown", id(self))
+        handshakes = self.guard.handshakes
         await self.send({"type": "websocket.accept"})
         try:
+            refused = handshakes.enter(key)
+            if refused is not None:
+                handshakes.log_refusal(key, refused)
+                await self.refuse(refused, 1013, "too many handshakes")
+                return
             first = await self.handshake()
-            if first is not None:
+            handshakes.leave(key)
+            if first is None:
+                return
+            refused = self.guard.sessions.open(key[0])
+            if refused is not None:
+                await self.refuse(refused, 1008, "too many sessions")
+                return
+            try:
                 self.session = True
                 await self.serve(connect, first)
+            finally:
+                self.guard.sessions.close(key[0])
         finally:
-            client = self.scope.get("client")
+            handshakes.leave(key)
             where = f"{client[0]}:{client[1]}" if client else "a client"
             _server_log.info(
                 '%s - "WebSocket %s" ended: %s; %d messages%s',
@@ -347,6 +399,12 @@ class _Connection:
                 self.messages,
                 "" if self.session else ", no session",
             )
+
+    async def refuse(self, why: str, code: int, reason: str) -> None:
+        """Tell the client ``why`` (``CAPACITY_REACHED``) and close with ``code``."""
+        await self.reply(error_frame("CAPACITY_REACHED", why))
+        await self.send({"type": "websocket.close", "code": code, "reason": reason})
+        self.ended = f"refused: {why}"
 
     async def handshake(self) -> str | None:
         """The first valid message's text, or None when the connection ended before it."""
@@ -417,6 +475,25 @@ class _Connection:
             # OpenEnv stumbled on its way out of a session whose client is gone: the end line
             # says what happened; a traceback would repeat it 60 lines long.
             self.ended += f", then {type(exc).__name__} in OpenEnv's cleanup"
+
+
+def _is_json(scope: Scope) -> bool:
+    for key, value in scope.get("headers") or []:
+        if key.lower() == b"content-type":
+            return b"json" in value.lower()
+    return False
+
+
+def _bad_numbers(body: bytes) -> str | None:
+    """Why a JSON body is refused for its numbers (:func:`~.limits.loads`), or None (malformed
+    JSON is left to the app, which answers it as before)."""
+    try:
+        loads(body)
+    except BadNumber as exc:
+        return str(exc)
+    except (ValueError, RecursionError):
+        return None
+    return None
 
 
 def _content_length(scope: Scope) -> int | None:
