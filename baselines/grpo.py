@@ -50,7 +50,8 @@ from agentbench_poad.baselines.poad import _COMMON, _GAMMA
 from agentbench_poad.rl.advantages import GROUP_NORMALIZATIONS, group_relative_advantages
 from agentbench_poad.rl.config import MINI_SUFFIX, PPOConfig
 from agentbench_poad.rl.group_rollout import GroupBuffer, GroupStep, collect_groups
-from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, action_level_evaluation
+from agentbench_poad.rl.ppo import PPOAgent, action_level_evaluation
+from agentbench_poad.rl.ppo_loop import PolicyEvaluation, PPOBatch
 from agentbench_poad.rl.token_level import token_grid, token_level_evaluation
 
 __all__ = ["GRPO", "GRPOConfig", "GroupConfig"]

@@ -36,7 +36,8 @@ from agentbench_poad.rl.advantages import token_level_gae
 from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
 from agentbench_poad.rl.config import PPOConfig
 from agentbench_poad.rl.critic import TokenCritic
-from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, pad_rows
+from agentbench_poad.rl.ppo import PPOAgent
+from agentbench_poad.rl.ppo_loop import PolicyEvaluation, PPOBatch, pad_rows
 from agentbench_poad.rl.token_level import token_grid, token_level_evaluation
 
 __all__ = ["POAD", "POADConfig"]

@@ -32,7 +32,8 @@ from agentbench_poad.rl.advantages import action_level_gae
 from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
 from agentbench_poad.rl.config import PPOConfig
 from agentbench_poad.rl.critic import ActionCritic
-from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, action_level_evaluation
+from agentbench_poad.rl.ppo import PPOAgent, action_level_evaluation
+from agentbench_poad.rl.ppo_loop import PolicyEvaluation, PPOBatch
 
 __all__ = ["TWOSOME", "TWOSOMEConfig"]
 

@@ -37,8 +37,9 @@ import torch
 from _bench_model import resolve_model
 
 from agentbench_poad.baselines import get_algorithm
-from agentbench_poad.rl.ppo import PolicyEvaluation, pad_columns
-from agentbench_poad.rl.trainer import _bootstrap, _EnvSlot, _Progress, _rollout, build_policy
+from agentbench_poad.rl.ppo_loop import PolicyEvaluation, pad_columns
+from agentbench_poad.rl.rollout import EnvSlot, Progress, bootstrap, rollout
+from agentbench_poad.rl.trainer import build_policy
 
 #: The seed of both copies (env resets, action sampling).
 SEED = 0
@@ -64,25 +65,25 @@ def _two_pass(agent_class: type) -> type:
 
 class _Run:
     """One agent copy with its envs, stepping one iteration at a time through the trainer's own
-    rollout and bootstrap (``agentbench_poad.rl.trainer``), so the timing is the trainer's."""
+    rollout and bootstrap (``agentbench_poad.rl.rollout``), so the timing is the trainer's."""
 
     def __init__(self, agent, env_id: str, env_kwargs: dict, config) -> None:  # noqa: ANN001
         self.agent, self.config, self.env_id = agent, config, env_id
         self.slots = [
-            _EnvSlot(gym.make(env_id, **env_kwargs), index) for index in range(config.num_envs)
+            EnvSlot(gym.make(env_id, **env_kwargs), index) for index in range(config.num_envs)
         ]
         for slot in self.slots:
             slot.start(SEED)
         self.generator = torch.Generator().manual_seed(SEED)
-        self.progress = _Progress()
+        self.progress = Progress()
         self.actions: list[str] = []
 
     def iteration(self, update_seed: int) -> None:
-        buffer, _ = _rollout(
+        buffer, _ = rollout(
             self.agent, self.slots, self.config, self.generator, self.progress, SEED, self.env_id
         )
         self.actions += buffer.flat_samples("text")
-        _bootstrap(self.agent, buffer, self.slots)
+        bootstrap(self.agent, buffer, self.slots)
         self.agent.compute_advantages(buffer)
         self.agent.update(buffer, torch.Generator().manual_seed(update_seed))
 

@@ -11,13 +11,8 @@ torch = pytest.importorskip("torch")
 
 from agentbench_poad.baselines import ALGORITHMS, get_algorithm  # noqa: E402
 from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, candidate_kl  # noqa: E402
-from agentbench_poad.rl.trainer import (  # noqa: E402
-    _bootstrap,
-    _EnvSlot,
-    _Progress,
-    _rollout,
-    build_policy,
-)
+from agentbench_poad.rl.rollout import EnvSlot, Progress, bootstrap, rollout  # noqa: E402
+from agentbench_poad.rl.trainer import build_policy  # noqa: E402
 from tests.fixtures_rl import small_overrides  # noqa: E402
 
 ENV = "CaseStudy-Microwave-v0"  # offered actions, 5 steps per episode unless cut
@@ -114,13 +109,13 @@ def test_a_time_limit_bootstraps_from_the_final_observation(name, tiny_model):
     (the action's last token for token-level agents), the terminal ones are r alone."""
     agent = _agent(name, tiny_model, num_envs=2, rollout_length=5, lam=0.9)
     config = agent.config
-    slots = [_EnvSlot(gym.make(ENV, max_episode_steps=2), i) for i in range(2)]
+    slots = [EnvSlot(gym.make(ENV, max_episode_steps=2), i) for i in range(2)]
     for slot in slots:
         slot.start(0)
-    buffer, finished = _rollout(
-        agent, slots, config, torch.Generator().manual_seed(0), _Progress(), 0, ENV
+    buffer, finished = rollout(
+        agent, slots, config, torch.Generator().manual_seed(0), Progress(), 0, ENV
     )
-    _bootstrap(agent, buffer, slots)
+    bootstrap(agent, buffer, slots)
     cut = buffer.truncated_records()
     assert cut and finished
     for record in cut:

@@ -22,21 +22,20 @@ from agentbench_poad.rl.ppo import (  # noqa: E402
     PolicyEvaluation,
     PPOAgent,
     accumulate_policy_gradients,
+    check_shared_update,
     clipped_surrogate_loss,
     normalize_advantages,
     signal_free,
 )
-from agentbench_poad.rl.trainer import (  # noqa: E402
-    _ACTIONS,
-    _bootstrap,
-    _EnvSlot,
-    _Progress,
-    _rollout,
+from agentbench_poad.rl.rollout import (  # noqa: E402
+    ACTIONS,
+    EnvSlot,
+    Progress,
     algorithm_stream,
-    build_policy,
-    check_shared_update,
-    train,
+    bootstrap,
+    rollout,
 )
+from agentbench_poad.rl.trainer import build_policy, train  # noqa: E402
 from tests.fixtures_rl import small_overrides  # noqa: E402
 
 ENV = "CaseStudy-Microwave-v0"  # offered actions, reward only when the task is done
@@ -128,13 +127,13 @@ def _agent(name, tiny_model, **extra):
 
 
 def _rollout_batch(agent, seed=0):
-    slots = [_EnvSlot(gym.make(ENV), i) for i in range(agent.config.num_envs)]
+    slots = [EnvSlot(gym.make(ENV), i) for i in range(agent.config.num_envs)]
     for slot in slots:
         slot.start(seed)
-    buffer, _ = _rollout(
-        agent, slots, agent.config, torch.Generator().manual_seed(seed), _Progress(), seed, ENV
+    buffer, _ = rollout(
+        agent, slots, agent.config, torch.Generator().manual_seed(seed), Progress(), seed, ENV
     )
-    _bootstrap(agent, buffer, slots)
+    bootstrap(agent, buffer, slots)
     agent.compute_advantages(buffer)
     return buffer
 
@@ -222,13 +221,13 @@ def test_every_run_ends_at_its_budget_and_never_overshoots(name, tiny_model, tmp
 def test_grpo_and_gigpo_sample_from_their_own_streams(tiny_model):
     """Same seed, same policy weights, same groups: the first rollouts differ because each
     algorithm draws its actions from (seed, algorithm name)."""
-    assert algorithm_stream(5, _ACTIONS, "grpo") != algorithm_stream(5, _ACTIONS, "gigpo")
+    assert algorithm_stream(5, ACTIONS, "grpo") != algorithm_stream(5, ACTIONS, "gigpo")
     chosen = {}
     for name in ("grpo", "gigpo"):
         agent = _agent(name, tiny_model, num_envs=4, rollout_length=5)
-        slots = [_EnvSlot(gym.make(ENV), i) for i in range(4)]
-        generator = torch.Generator().manual_seed(algorithm_stream(5, _ACTIONS, name))
-        buffer, _ = agent.collect_groups(slots, generator, _Progress(), 5)
+        slots = [EnvSlot(gym.make(ENV), i) for i in range(4)]
+        generator = torch.Generator().manual_seed(algorithm_stream(5, ACTIONS, name))
+        buffer, _ = agent.collect_groups(slots, generator, Progress(), 5)
         chosen[name] = [s.sample.text for s in buffer.steps()]
     assert chosen["grpo"] != chosen["gigpo"]
 

@@ -138,7 +138,8 @@ def evaluate_run(args: argparse.Namespace) -> int:
     from agentbench_poad.evaluation import EvaluationRequest, evaluate_cell
     from agentbench_poad.models import ModelNotAvailable
     from agentbench_poad.models.reference import model_problem
-    from agentbench_poad.rl.trainer import load_agent, load_run_config
+    from agentbench_poad.rl.run_dir import load_run_config
+    from agentbench_poad.rl.trainer import load_agent
 
     try:
         spec = load_run_config(args.run)

@@ -432,8 +432,8 @@ class PPOConfig:
         return parsed
 
     def ppo_settings(self):  # -> PPOSettings (torch import kept lazy)
-        """The :class:`~agentbench_poad.rl.ppo.PPOSettings` of this config."""
-        from agentbench_poad.rl.ppo import PPOSettings
+        """The :class:`~agentbench_poad.rl.ppo_loop.PPOSettings` of this config."""
+        from agentbench_poad.rl.ppo_loop import PPOSettings
 
         # PPOSettings' fields are a subset of this config's: copy them by name.
         return PPOSettings(

@@ -1,18 +1,36 @@
-"""An :class:`~agentbench_poad.rl.policy.LMPolicy` as an agent of the evaluation protocol."""
+"""An :class:`~agentbench_poad.rl.policy.LMPolicy` as an agent of the evaluation protocol.
+
+Typed against :class:`ActingPolicy`, the one method it calls, so this module never imports the
+policy (which imports it for :meth:`~agentbench_poad.rl.policy.LMPolicy.as_agent`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from agentbench_poad.rl.policy import LMPolicy
+
+class _Sample(Protocol):
+    text: str
+
+
+class ActingPolicy(Protocol):
+    """What :class:`LLMAgent` needs of a policy: ``LMPolicy.act``'s signature."""
+
+    def act(
+        self,
+        prompts: Sequence[str],
+        available_actions: Sequence[Sequence[str] | None],
+        *,
+        generator: torch.Generator | None = None,
+        greedy: bool = False,
+    ) -> Sequence[_Sample]: ...
 
 
 class LLMAgent:
-    """The agent protocol (``act(observation, available_actions) -> str``) over an LMPolicy.
+    """The agent protocol (``act(observation, available_actions) -> str``) over a policy.
 
     Args:
         policy: The policy that chooses.
@@ -21,7 +39,9 @@ class LLMAgent:
             re-seeds it.
     """
 
-    def __init__(self, policy: LMPolicy, *, greedy: bool = True, seed: int | None = None) -> None:
+    def __init__(
+        self, policy: ActingPolicy, *, greedy: bool = True, seed: int | None = None
+    ) -> None:
         self.policy = policy
         self.greedy = greedy
         self.generator = torch.Generator()
@@ -50,4 +70,4 @@ class LLMAgent:
         return [s.text for s in samples]
 
 
-__all__ = ["LLMAgent"]
+__all__ = ["ActingPolicy", "LLMAgent"]

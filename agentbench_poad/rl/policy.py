@@ -44,21 +44,23 @@ bottom:
   :meth:`LMPolicy.critic_features` for the PPO update;
 * :mod:`agentbench_poad.rl.policy_types` -- :class:`GenerationSettings`, :class:`ActionSample`,
   :class:`TokenLogProbs`, :data:`NORMALIZATIONS`;
-* :mod:`agentbench_poad.rl.llm_agent` -- :class:`LLMAgent`, the policy as an agent.
+* :mod:`agentbench_poad.rl.llm_agent` -- :class:`~agentbench_poad.rl.llm_agent.LLMAgent`, the
+  policy as an agent (import it from there: its old name here is deprecated).
 
 This module holds :class:`LMPolicy` itself (its constructor's arguments and :meth:`LMPolicy.act`)
-and re-exports the names above, so ``from agentbench_poad.rl.policy import ...`` keeps working.
+and re-exports the result types and :func:`reply_code`, so ``from agentbench_poad.rl.policy
+import ...`` keeps working for them.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from agentbench_poad.rl.generation import OpenGeneration, reply_code
-from agentbench_poad.rl.llm_agent import LLMAgent
 from agentbench_poad.rl.policy_model import _check_batch, _multinomial
 from agentbench_poad.rl.policy_types import (
     NORMALIZATIONS,
@@ -67,6 +69,9 @@ from agentbench_poad.rl.policy_types import (
     TokenLogProbs,
 )
 from agentbench_poad.rl.update_features import UpdateFeatures
+
+if TYPE_CHECKING:
+    from agentbench_poad.rl.llm_agent import LLMAgent
 
 
 class LMPolicy(UpdateFeatures, OpenGeneration):
@@ -177,14 +182,35 @@ class LMPolicy(UpdateFeatures, OpenGeneration):
 
     def as_agent(self, *, greedy: bool = True, seed: int | None = None) -> LLMAgent:
         """This policy as an :class:`agentbench_poad.agents.Agent`."""
+        from agentbench_poad.rl.llm_agent import LLMAgent
+
         return LLMAgent(self, greedy=greedy, seed=seed)
+
+
+#: Names this module used to re-export, and where they live now.
+_MOVED = {"LLMAgent": "agentbench_poad.rl.llm_agent"}
+
+
+def __getattr__(name: str) -> Any:
+    """The deprecated re-exports: warn and hand over the object from its new home."""
+    if name in _MOVED:
+        import importlib
+
+        home = _MOVED[name]
+        warnings.warn(
+            f"`from agentbench_poad.rl.policy import {name}` is deprecated and will be removed; "
+            f"use `from {home} import {name}`",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(home), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "NORMALIZATIONS",
     "ActionSample",
     "GenerationSettings",
-    "LLMAgent",
     "LMPolicy",
     "TokenLogProbs",
     "reply_code",

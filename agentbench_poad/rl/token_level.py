@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from agentbench_poad.rl.ppo import PolicyEvaluation, PPOBatch, pad_columns
+from agentbench_poad.rl.ppo_loop import PolicyEvaluation, PPOBatch, pad_columns
 
 __all__ = ["token_grid", "token_level_evaluation"]
 

@@ -1,41 +1,12 @@
 """Train the reference agents (POAD, NTPO, TWOSOME) on any registered text environment.
 
-:func:`train` runs the reference loop (docs/reference.md#training-loop-structure): roll out ``rollout_length`` steps in
-``num_envs`` environments (episodes continue across updates, each env auto-resets), bootstrap the
-last observations and those where a time limit truncated an episode (``terminated`` and
-``truncated`` are kept apart, Gymnasium's way), let the algorithm assign credit and run its PPO epochs, log, evaluate greedily
-now and then, checkpoint. The algorithm object does everything algorithm-specific; the trainer
-never asks which one it runs.
-
-The trainer receives the algorithm *class* (``POAD``, ``NTPO``, ``TWOSOME`` or your own
-:class:`~agentbench_poad.rl.ppo.PPOAgent` subclass); looking an algorithm up by name is the CLI's
-job (``agentbench_poad.baselines.get_algorithm``), so ``rl/`` never imports the agents.
-
-:func:`train` reads as the loop it is; each stage is a named function: ``_start`` (checks, run
-dir, policy, agent, generators, envs, restore), ``_rollout``, ``_bootstrap``, the agent's
-``compute_advantages`` and ``update``, ``_update_metrics``, ``_evaluate_if_due``, ``_log`` and
-``_checkpoint``.
-
-What the run directory holds (config, metrics, learning curve, checkpoints) and its resume
-bookkeeping live in :mod:`agentbench_poad.rl.run_dir`.
-
-Learning-curve points are played by the core evaluation runner
-(:func:`agentbench_poad.evaluation.evaluate_cell`) with the run's seed as evaluation seed: the
-greedy policy on ``eval_episodes`` episodes, episode ``i`` reset with ``seed * 100000 + i``. A
-board record of the same checkpoint (``leaderboard add --run``, same seed and episodes) therefore
-shows the same numbers.
-
-Resuming (``resume=True``) restores everything from the newest checkpoint, drops metric lines
-logged after it (a killed run may have written some), purges TensorBoard events after it, and
-rebuilds each environment's unfinished episode by replaying its actions from the same reset seed
-(every environment is deterministic given its seed and actions), so the continued run logs exactly
-the lines an uninterrupted run would have.
-
-All randomness comes from ``seed`` through private generators: reset seeds of each env's episodes,
-action sampling, minibatch shuffles, the critic's and the adapter's initial weights.
-
-Why one file of over 600 lines: the loop and its named stages read top to bottom in one place,
-as CleanRL's ``ppo.py`` does; run-directory bookkeeping already lives in its own module.
+:func:`train` runs the reference loop (docs/reference.md#training-loop-structure) and reads as
+the loop it is: per update, the rollout (:mod:`agentbench_poad.rl.rollout`, or a group agent's
+:mod:`~agentbench_poad.rl.group_rollout`), the agent's ``compute_advantages`` and ``update``, the
+metrics line, then ``_evaluate_if_due`` and ``_checkpoint_if_due``. It receives the algorithm
+*class* and never asks which one it runs; looking one up by name is the CLI's job, so ``rl/``
+never imports the agents. The run directory's files and resume bookkeeping live in
+:mod:`agentbench_poad.rl.run_dir`; exact resume is described in docs/agents.md ("Training").
 """
 
 from __future__ import annotations
@@ -44,9 +15,7 @@ import dataclasses
 import math
 import os
 import time
-import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +25,18 @@ import agentbench_poad.rl.toy  # noqa: F401  (registers the case-study ids)
 from agentbench_poad.evaluation import CellResult, EvaluationRequest, evaluate_cell
 from agentbench_poad.rl.algorithm import algorithm_source
 from agentbench_poad.rl.config import PPOConfig, preset_for
+from agentbench_poad.rl.rollout import (
+    ACTIONS,
+    ADAPTER,
+    CRITIC,
+    SHUFFLE,
+    EnvSlot,
+    Progress,
+    algorithm_stream,
+    bootstrap,
+    derived_seed,
+    rollout,
+)
 from agentbench_poad.rl.run_dir import RunDirectory, latest_checkpoint, load_run_config
 
 __all__ = [
@@ -95,33 +76,6 @@ METRIC_KEYS = (
 TIMING_KEYS = ("steps_per_second",)
 
 
-def _derived_seed(*entropy: int) -> int:
-    """A 31-bit seed from a tuple of non-negative ints (independent streams per purpose)."""
-    return int(np.random.SeedSequence([int(e) for e in entropy]).generate_state(1)[0] >> 1)
-
-
-# Stream ids of _derived_seed(seed, STREAM, ...) (evaluation seeds follow the runner's rule).
-_ACTIONS, _SHUFFLE, _CRITIC, _ADAPTER, _RESETS = range(5)
-
-
-def algorithm_stream(seed: int, stream: int, algorithm_name: str) -> int:
-    """Seed of an algorithm's own stream (action sampling, minibatch shuffles).
-
-    Derived from (seed, stream, algorithm name), so two algorithms never share one: with a
-    shared stream, a GRPO run and a GiGPO run of one seed sampled the same actions until their
-    policies parted, and their discoveries of a rare reward coincided. Reset seeds, the critic's
-    and the adapter's initial weights stay shared across algorithms (common random numbers:
-    every agent meets the same episodes from the same start).
-    """
-    name = zlib.crc32(algorithm_name.encode("utf-8"))
-    return _derived_seed(seed, stream, name)
-
-
-def episode_seed(seed: int, env_index: int, episode: int) -> int:
-    """Reset seed of episode ``episode`` of training env ``env_index``."""
-    return _derived_seed(seed, _RESETS, env_index, episode)
-
-
 # -- building blocks -----------------------------------------------------------------------------
 def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) -> Any:
     """The :class:`~agentbench_poad.rl.policy.LMPolicy` a config describes, adapter seeded.
@@ -133,7 +87,8 @@ def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) 
     import torch
 
     from agentbench_poad.models import LoraSettings
-    from agentbench_poad.rl.policy import GenerationSettings, LMPolicy
+    from agentbench_poad.rl.policy import LMPolicy
+    from agentbench_poad.rl.policy_types import GenerationSettings
 
     lora = LoraSettings(
         r=config.lora_r,
@@ -155,7 +110,7 @@ def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) 
         frozen_cache_tokens=config.frozen_cache_tokens,
         chat_template=config.chat_template,
     )
-    generator = torch.Generator().manual_seed(_derived_seed(seed, _ADAPTER))
+    generator = torch.Generator().manual_seed(derived_seed(seed, ADAPTER))
     with torch.no_grad():
         for name, param in sorted(policy.model.named_parameters()):
             if "lora_A" in name and param.requires_grad:
@@ -163,12 +118,6 @@ def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) 
                 torch.nn.init.kaiming_uniform_(fresh, a=math.sqrt(5), generator=generator)
                 param.copy_(fresh.to(param.device, param.dtype))
     return policy
-
-
-def _make_env(env_id: str, env_kwargs: dict[str, Any]) -> Any:
-    import gymnasium as gym
-
-    return gym.make(env_id, **env_kwargs)  # `import agentbench_poad` registered every id
 
 
 def evaluate_agent(
@@ -218,60 +167,10 @@ def curve_point(env_steps: int, result: CellResult) -> dict[str, Any]:
     }
 
 
-@dataclass
-class _EnvSlot:
-    """One training environment and its unfinished episode."""
-
-    env: Any
-    index: int
-    episode: int = 0
-    actions: list[str] = field(default_factory=list)
-    episode_return: float = 0.0
-    observation: str = ""
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def start(self, seed: int) -> None:
-        self.observation, self.info = self.env.reset(
-            seed=episode_seed(seed, self.index, self.episode)
-        )
-        self.actions = []
-        self.episode_return = 0.0
-
-    def replay(self, seed: int, actions: Sequence[str]) -> None:
-        """Rebuild the unfinished episode: same reset seed, same actions (envs are deterministic)."""
-        self.start(seed)
-        for action in actions:
-            self.observation, reward, terminated, truncated, self.info = self.env.step(action)
-            self.actions.append(action)
-            self.episode_return += float(reward)
-            if terminated or truncated:
-                raise RuntimeError(
-                    f"replaying env {self.index}'s episode ended early: the environment is not "
-                    "deterministic given its reset seed and actions, so this run cannot resume"
-                )
-
-    def state(self) -> dict[str, Any]:
-        return {
-            "episode": self.episode,
-            "actions": list(self.actions),
-            "episode_return": self.episode_return,
-        }
-
-
 def _finite_or_none(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return float(value)
-
-
-@dataclass
-class _Progress:
-    """What a checkpoint restores besides weights and generators."""
-
-    update: int = 0
-    env_steps: int = 0
-    learning_curve: list[dict[str, Any]] = field(default_factory=list)
-    best_code: dict[str, Any] | None = None
 
 
 def _algorithm_config(
@@ -374,7 +273,7 @@ def train(
     try:
         for update in range(state.update + 1, last_update + 1):
             started = time.perf_counter()
-            buffer, finished = _rollout(
+            buffer, finished = rollout(
                 agent,
                 session.slots,
                 config,
@@ -395,8 +294,7 @@ def train(
             )
             _evaluate_if_due(session, metrics)
             _log(session, metrics)
-            if update % config.checkpoint_every == 0 or update == last_update:
-                _checkpoint(session)
+            _checkpoint_if_due(session, last_update)
             bar.update(1)
             bar.set_postfix(ret=metrics["episode_return_mean"], kl=metrics.get("approx_kl"))
     finally:
@@ -407,14 +305,14 @@ def train(
 
 def _learn(agent: Any, buffer: Any, session: _Session, update: int) -> dict[str, float]:
     """Credit assignment and the PPO epochs of one update; a NaN or inf stops the run here."""
-    from agentbench_poad.rl.ppo import NonFiniteLossError
+    from agentbench_poad.rl.ppo_loop import NonFiniteLossError
 
     if buffer.num_samples < session.config.num_minibatches:
         # A group agent's last update can end with every episode cut by the budget (its groups
         # are dropped): the steps were spent, there is nothing whole to learn from.
         return {"policy_steps_taken": 0.0, "policy_steps_skipped": 0.0}
     try:
-        _bootstrap(agent, buffer, session.slots)
+        bootstrap(agent, buffer, session.slots)
         agent.compute_advantages(buffer)
         return agent.update(buffer, session.generators["shuffle"])
     except NonFiniteLossError as exc:
@@ -422,44 +320,6 @@ def _learn(agent: Any, buffer: Any, session: _Session, update: int) -> dict[str,
             f"update {update} of {session.run.path}: {exc}; the run's last checkpoint is "
             f"update {session.state.update}"
         ) from exc
-
-
-#: Methods every agent shares with :class:`~agentbench_poad.rl.ppo.PPOAgent` so that the KL
-#: guard, the dual clip and the rule for reward-free batches are the same for all of them.
-SHARED_UPDATE_METHODS = ("guard_kl", "update")
-
-
-def guard_kind(algorithm: type) -> str:
-    """``"shared"``, or ``"custom"`` for a class created with ``custom_guard=True``."""
-    return "custom" if getattr(algorithm, "custom_guard", False) else "shared"
-
-
-def check_shared_update(agent: Any) -> None:
-    """Refuse an agent whose guard or update path is not the shared one.
-
-    Checked on the object the run trains, through the whole method resolution order and the
-    instance itself, so a mixin, a method assigned to the class after its creation or an
-    attribute set on the instance are caught as well as a subclass that redefines the method
-    (which :class:`~agentbench_poad.rl.ppo.PPOAgent` already refuses at class creation). A class
-    made with ``custom_guard=True`` may bring its own; its runs and records say "custom guard".
-    """
-    from agentbench_poad.rl.ppo import PPOAgent
-
-    if not isinstance(agent, PPOAgent) or guard_kind(type(agent)) == "custom":
-        return
-    changed = [
-        name
-        for name in SHARED_UPDATE_METHODS
-        if name in vars(agent) or getattr(type(agent), name, None) is not getattr(PPOAgent, name)
-    ]
-    if changed:
-        raise TypeError(
-            f"{type(agent).__name__} replaces the shared {changed} (through its class, a base "
-            "or mixin, or the instance): every agent's policy steps go through PPOAgent.update "
-            "and its KL guard so that they are comparable (docs/agents.md, 'One KL guard'). "
-            "Fill PolicyEvaluation instead; an algorithm that needs another guard is declared "
-            "with `class MyAgent(PPOAgent, custom_guard=True)` and its records say 'custom guard'"
-        )
 
 
 def planned_updates(algorithm: type, total_steps: int, batch_size: int) -> int:
@@ -480,8 +340,8 @@ class _Session:
     policy: Any
     agent: Any
     generators: dict[str, Any]
-    slots: list[_EnvSlot]
-    state: _Progress
+    slots: list[EnvSlot]
+    state: Progress
     tensorboard: Any
     env_id: str
     env_kwargs: dict[str, Any]
@@ -514,6 +374,7 @@ def _start(
 
     from agentbench_poad.models.reference import model_reference
     from agentbench_poad.rl.env_executors import make_envs
+    from agentbench_poad.rl.ppo import check_shared_update, guard_kind
     from agentbench_poad.version import __version__
 
     _check_algorithm(algorithm)
@@ -545,14 +406,14 @@ def _start(
     checkpoint = run.open(spec, resume=resume, algorithm_defaults=type(config)().to_dict())
 
     policy = build_policy(config, model, seed=seed)
-    agent = algorithm(config, policy, seed=_derived_seed(seed, _CRITIC))
+    agent = algorithm(config, policy, seed=derived_seed(seed, CRITIC))
     check_shared_update(agent)
     generators = {
-        "actions": torch.Generator().manual_seed(algorithm_stream(seed, _ACTIONS, algorithm.name)),
-        "shuffle": torch.Generator().manual_seed(algorithm_stream(seed, _SHUFFLE, algorithm.name)),
+        "actions": torch.Generator().manual_seed(algorithm_stream(seed, ACTIONS, algorithm.name)),
+        "shuffle": torch.Generator().manual_seed(algorithm_stream(seed, SHUFFLE, algorithm.name)),
     }
     envs = make_envs(env_id, env_kwargs, config.num_envs, config.env_executor)
-    slots = [_EnvSlot(env, i) for i, env in enumerate(envs)]
+    slots = [EnvSlot(env, i) for i, env in enumerate(envs)]
     state = _restore(run, checkpoint, policy, agent, generators, slots, seed)
     # An open-action env may declare where a generated action ends (DataSciCoding's
     # worked-example style: the end of the function body); the policy then stops there in
@@ -616,9 +477,12 @@ def _log(session: _Session, metrics: dict[str, Any]) -> None:
         session.run.write_best_code(session.state.best_code)
 
 
-def _checkpoint(session: _Session) -> None:
-    """Weights, optimisers, generators and every env's unfinished episode (exact resume)."""
+def _checkpoint_if_due(session: _Session, last_update: int) -> None:
+    """Every ``checkpoint_every`` updates and after this call's last: weights, optimisers,
+    generators and every env's unfinished episode (exact resume)."""
     state = session.state
+    if not (state.update % session.config.checkpoint_every == 0 or state.update == last_update):
+        return
     session.run.save_checkpoint(
         state.update,
         session.policy,
@@ -635,27 +499,27 @@ def _restore(
     policy: Any,
     agent: Any,
     generators: dict[str, Any],
-    slots: list[_EnvSlot],
+    slots: list[EnvSlot],
     seed: int,
-) -> _Progress:
+) -> Progress:
     """Load a checkpoint (weights, generators, unfinished episodes) or start every env afresh."""
     if checkpoint is None:
         for slot in slots:
             slot.start(seed)
-        return _Progress()
+        return Progress()
     saved_generators, saved = run.load_checkpoint(checkpoint, policy, agent)
     for key, generator in generators.items():
         generator.set_state(saved_generators[key])
     for slot, saved_env in zip(slots, saved["envs"]):
         slot.episode = saved_env["episode"]
         slot.replay(seed, saved_env["actions"])
-    return _Progress(
+    return Progress(
         saved["update"], saved["env_steps"], saved["learning_curve"], saved["best_code"]
     )
 
 
 def _update_metrics(
-    state: _Progress,
+    state: Progress,
     finished: list[tuple[float, bool | None]],
     buffer: Any,
     losses: dict[str, float],
@@ -674,83 +538,6 @@ def _update_metrics(
         **{k: _finite_or_none(v) for k, v in losses.items()},
         "steps_per_second": steps_per_second,
     }
-
-
-def _rollout(
-    agent: Any,
-    slots: list[_EnvSlot],
-    config: PPOConfig,
-    generator: Any,
-    state: _Progress,
-    seed: int,
-    env_id: str,
-    total_steps: int | None = None,
-) -> tuple[Any, list[tuple[float, bool | None]]]:
-    """Collect ``rollout_length`` steps in every env (auto-reset); count env steps, best code.
-
-    Returns the rollout buffer and ``(return, info["success"] or None)`` of each finished episode.
-    Group agents (GRPO, GiGPO) roll out whole groups of episodes instead (rl/group_rollout.py).
-    """
-    if hasattr(agent, "collect_groups"):
-        return agent.collect_groups(slots, generator, state, seed, budget=total_steps)
-    from agentbench_poad.rl.buffer import RolloutBuffer
-    from agentbench_poad.rl.env_executors import step_envs
-
-    buffer = RolloutBuffer(num_envs=config.num_envs)
-    finished: list[tuple[float, bool | None]] = []
-    for _ in range(config.rollout_length):
-        records = agent.collect(
-            [s.observation for s in slots],
-            [s.info.get("available_actions") for s in slots],
-            generator,
-        )
-        results = step_envs([s.env for s in slots], [r.sample.text for r in records])
-        for slot, record, result in zip(slots, records, results):
-            action = record.sample.text
-            obs, reward, terminated, truncated, info = result
-            state.env_steps += 1
-            slot.actions.append(action)
-            slot.episode_return += float(reward)
-            record.reward = float(reward)
-            # Kept apart (Gymnasium): a time limit cuts a state that has a future; its value
-            # is bootstrapped after the rollout (_bootstrap).
-            record.terminated = bool(terminated)
-            record.truncated = bool(truncated) and not record.terminated
-            if record.truncated:
-                record.final_observation = obs
-            if record.available_actions is None and (
-                state.best_code is None or reward > state.best_code["reward"]
-            ):
-                state.best_code = {
-                    "reward": float(reward),
-                    "code": action,
-                    "env_steps": state.env_steps,
-                    "env_id": env_id,
-                }
-            if record.done:
-                finished.append(
-                    (slot.episode_return, bool(info["success"]) if "success" in info else None)
-                )
-                slot.episode += 1
-                slot.start(seed)
-            else:
-                slot.observation, slot.info = obs, info
-        buffer.add(records)
-    return buffer, finished
-
-
-def _bootstrap(agent: Any, buffer: Any, slots: list[_EnvSlot]) -> None:
-    """Values the targets bootstrap from: each env's observation after the rollout
-    (``buffer.next_values``) and the observation of each time-limit truncation
-    (``record.final_value``; Gymnasium's handling of ``truncated``, docs/agents.md)."""
-    buffer.next_values = agent.bootstrap_values([s.observation for s in slots])
-    # A buffer of whole episodes (group agents: GRPO, GiGPO) has nothing cut to bootstrap.
-    truncated_records = getattr(buffer, "truncated_records", None)
-    cut = truncated_records() if truncated_records is not None else []
-    if cut:
-        values = agent.bootstrap_values([r.final_observation for r in cut])
-        for record, value in zip(cut, values):
-            record.final_value = float(value)
 
 
 def load_agent(
