@@ -419,11 +419,24 @@ def test_auto_picks_docker_when_the_engine_and_image_exist() -> None:
 # -- host-side validation (unit level: the sandbox is not needed to forge files) -----------------
 
 
-def _job_with(status: dict, slots: dict[int, bytes]) -> _jobs.JobDir:
+def _write_result(job: _jobs.JobDir, data: bytes) -> None:
+    """Write ``data`` into the job's result FIFO, as the sandbox would (the host is listening)."""
+    fd = os.open(job.out_dir / _jobs.RESULT, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _job_with(status, slots: dict[int, bytes], limits: Limits = FAST) -> _jobs.JobDir:
+    """A job whose result stream holds ``status`` as its line and the records in index order."""
     job = _jobs.JobDir(sandbox_uid=None)
-    (job.out_dir / "status.json").write_text(json.dumps(status))
-    for index, data in slots.items():
-        (job.out_dir / f"slot_{index}.npy").write_bytes(data)
+    job.listen(limits)
+    records = b"".join(data for _, data in sorted(slots.items()))
+    _write_result(job, json.dumps(status).encode() + b"\n" + records)
     return job
 
 
@@ -493,25 +506,39 @@ def test_classify_checks_shape_and_names() -> None:
 
 
 def test_classify_caps_output_size() -> None:
-    job = _job_with({"category": "ok", "outputs": ["a"]}, {0: _npy(np.zeros(2**18))})  # 2 MiB
-    result = _classify(job, Limits(output_mb=1))
+    small = Limits(output_mb=1)
+    job = _job_with({"category": "ok", "outputs": ["a"]}, {0: _npy(np.zeros(2**18))}, small)
+    result = _classify(job, small)  # 2 MiB of outputs against a 1 MiB budget
     assert result.category is FailureCategory.OUTPUT_INVALID and "limit" in result.message
+    # the host kept no more of the stream than the status line and the budget
+    assert job.stream.size > _jobs.result_cap(small) >= len(job.stream.close())
 
 
-def test_classify_refuses_links(tmp_path: Path) -> None:
-    target = tmp_path / "real.npy"
-    target.write_bytes(_npy(np.zeros(2)))
+def test_result_stream_takes_exactly_the_named_records() -> None:
+    ok = {"category": "ok", "outputs": ["a", "b"]}
+    both = _classify(_job_with(ok, {0: _npy(np.arange(3.0)), 1: _npy(np.ones(2, bool))}))
+    assert both.ok and both.outputs["b"].dtype == np.bool_
+    trailing = _classify(_job_with(ok, {0: _npy(np.zeros(1)), 1: _npy(np.zeros(1)) + b"x"}))
+    assert trailing.category is FailureCategory.OUTPUT_INVALID and "follow" in trailing.message
+    missing = _classify(_job_with(ok, {0: _npy(np.zeros(1))}))
+    assert missing.category is FailureCategory.OUTPUT_INVALID and "'b'" in missing.message
+    buf = __import__("io").BytesIO()
+    np.savez(buf, a=np.zeros(1))  # a zip archive, which np.load would open: refused unread
+    npz = _classify(_job_with({"category": "ok", "outputs": ["a"]}, {0: buf.getvalue()}))
+    assert npz.category is FailureCategory.OUTPUT_INVALID and "header" in npz.message
+
+
+def test_nothing_but_the_result_fifo_is_in_out() -> None:
+    """The sandbox's only way out is a pipe: no file in out/ can hold bytes on the host's disk."""
+    import stat
+
     job = _jobs.JobDir(sandbox_uid=None)
-    (job.out_dir / "status.json").write_text(json.dumps({"category": "ok", "outputs": ["a"]}))
-    (job.out_dir / "slot_0.npy").unlink()
-    (job.out_dir / "slot_0.npy").symlink_to(target)
-    assert _classify(job).category is FailureCategory.OUTPUT_INVALID
-    job = _jobs.JobDir(sandbox_uid=None)
-    (job.out_dir / "status.json").write_text(json.dumps({"category": "ok", "outputs": ["a"]}))
-    (job.out_dir / "slot_0.npy").unlink()
-    os.link(target, job.out_dir / "slot_0.npy")
-    result = _classify(job)
-    assert result.category is FailureCategory.OUTPUT_INVALID and "plain file" in result.message
+    try:
+        entries = list(job.out_dir.iterdir())
+        assert [e.name for e in entries] == [_jobs.RESULT]
+        assert stat.S_ISFIFO(entries[0].lstat().st_mode)
+    finally:
+        job.cleanup()
 
 
 @pytest.mark.parametrize(

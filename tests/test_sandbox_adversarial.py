@@ -613,23 +613,33 @@ def test_invalid_outputs(backend: Backend, returned: str, shapes, category) -> N
     assert result.category is category and not result.ok and result.outputs == {}
 
 
+#: Writes bytes straight into the result pipe, as the runner does, and leaves before it does.
+FORGE = """
+import os, sys
+def forge(data):
+    fd = os.open(os.path.join(sys.argv[2], "result"), os.O_WRONLY)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.close(fd)
+    os._exit(0)
+"""
+
+
 def test_forged_pickle_is_never_loaded(backend: Backend, token: str) -> None:
     marker = Path("/tmp") / f"abp-pwned-{token}"
     result = attack(
         backend,
-        f"""
-        import json, os, pickle, sys
-        class Evil:
-            def __reduce__(self):
-                return (os.system, ("touch {marker}",))
-        def f():
-            out = sys.argv[2]
-            with open(os.path.join(out, "slot_0.npy"), "wb") as fh:
-                pickle.dump(Evil(), fh)
-            with open(os.path.join(out, "status.json"), "w") as fh:
-                json.dump({{"category": "ok", "outputs": ["output"]}}, fh)
-            os._exit(0)
-    """,
+        FORGE
+        + f"""
+import json, pickle
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("touch {marker}",))
+def f():
+    status = json.dumps({{"category": "ok", "outputs": ["output"]}}).encode()
+    forge(status + b"\\n" + pickle.dumps(Evil()))
+""",
     )
     assert result.category is FailureCategory.OUTPUT_INVALID
     assert not marker.exists()
@@ -638,17 +648,17 @@ def test_forged_pickle_is_never_loaded(backend: Backend, token: str) -> None:
 def test_forged_object_npy(backend: Backend) -> None:
     result = attack(
         backend,
-        """
-        import json, os, sys
-        import numpy as np
-        def f():
-            out = sys.argv[2]
-            # np.save pickles object arrays by default: the forged file is a pickle.
-            np.save(os.path.join(out, "slot_0.npy"), np.array([{"a": 1}], dtype=object))
-            with open(os.path.join(out, "status.json"), "w") as fh:
-                json.dump({"category": "ok", "outputs": ["output"]}, fh)
-            os._exit(0)
-    """,
+        FORGE
+        + """
+import io, json
+import numpy as np
+def f():
+    buffer = io.BytesIO()
+    # np.save pickles object arrays by default: the forged record is a pickle.
+    np.save(buffer, np.array([{"a": 1}], dtype=object))
+    status = json.dumps({"category": "ok", "outputs": ["output"]}).encode()
+    forge(status + b"\\n" + buffer.getvalue())
+""",
     )
     assert result.category is FailureCategory.OUTPUT_INVALID
 
@@ -656,38 +666,36 @@ def test_forged_object_npy(backend: Backend) -> None:
 def test_tamper_with_harness_and_status(backend: Backend) -> None:
     result = attack(
         backend,
-        """
-        import json, os, sys
-        def f():
-            in_dir, out = sys.argv[1], sys.argv[2]
-            denied = []
-            for path in (os.path.join(in_dir, "harness.py"), os.path.join(in_dir, "job.json")):
-                try:
-                    open(path, "a").write("# tampered")
-                except OSError:
-                    denied.append(path)
-            print("denied", len(denied), flush=True)
-            with open(os.path.join(out, "slot_0.npy"), "wb") as fh:
-                fh.write(b"garbage, not an array")
-            with open(os.path.join(out, "status.json"), "w") as fh:
-                json.dump({"category": "ok", "outputs": ["output"], "score": 1.0}, fh)
-            os._exit(0)
-    """,
+        FORGE
+        + """
+import json
+def f():
+    in_dir, out = sys.argv[1], sys.argv[2]
+    denied = []
+    for path in (os.path.join(in_dir, "harness.py"), os.path.join(in_dir, "job.json"),
+                 os.path.join(out, "status.json")):
+        try:
+            open(path, "a").write("# tampered")
+        except OSError:
+            denied.append(path)
+    print("denied", len(denied), flush=True)
+    status = {"category": "ok", "outputs": ["output"], "score": 1.0}
+    forge(json.dumps(status).encode() + b"\\ngarbage, not an array")
+""",
     )
     assert result.category is FailureCategory.OUTPUT_INVALID
-    assert "denied 2" in result.stdout_tail
+    assert "denied 3" in result.stdout_tail
 
 
 def test_forged_status_categories_are_not_trusted(backend: Backend) -> None:
     result = attack(
         backend,
-        """
-        import json, os, sys
-        def f():
-            with open(os.path.join(sys.argv[2], "status.json"), "w") as fh:
-                json.dump({"category": "timeout", "message": "not me"}, fh)
-            os._exit(0)
-    """,
+        FORGE
+        + """
+import json
+def f():
+    forge(json.dumps({"category": "timeout", "message": "not me"}).encode() + b"\\n")
+""",
     )
     assert result.category is FailureCategory.EXCEPTION and "not me" not in result.message
 
@@ -741,6 +749,74 @@ def test_write_outside_the_work_dir(backend: Backend, token: str) -> None:
     assert result.message.startswith("PermissionError: 0 forbidden writes"), result.message
     for path in host_targets:
         assert not Path(path).exists(), f"the sandbox wrote {path} on the host"
+
+
+def _allocated(folder: Path) -> int:
+    """Bytes the host's file system holds for the entries of ``folder`` (allocated blocks)."""
+    return sum(entry.lstat().st_blocks * 512 for entry in folder.iterdir())
+
+
+def test_outputs_cannot_fill_the_host_disk(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/sandbox.md: nothing the code writes through ``out/`` lands on the host's disk, and
+    the host keeps at most the output budget of what it writes there, in memory.
+
+    The attack grows every file it can open in its input and output folders past the file-size
+    limit with ``fallocate(FALLOC_FL_KEEP_SIZE)`` (which RLIMIT_FSIZE does not stop), tries to
+    create a file in ``out/``, and pours three times the output budget into the result pipe.
+    """
+    from agentbench_poad.sandbox import _jobs
+
+    measured: list[tuple[int, int, int]] = []
+    real_cleanup = _jobs.JobDir.cleanup
+
+    def measuring_cleanup(job: _jobs.JobDir) -> None:
+        kept = len(job.stream.close()) if job.stream is not None else 0
+        measured.append((_allocated(job.out_dir), kept, job.stream.size if job.stream else 0))
+        real_cleanup(job)
+
+    # the job directory lives in this process for the local backends (in the actor for Ray)
+    monkeypatch.setattr(_jobs.JobDir, "cleanup", measuring_cleanup)
+    pour = 3 * SHORT.output_mb << 20
+    result = attack(
+        backend,
+        f"""
+        import ctypes, os, sys
+        def f():
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+            in_dir, out = sys.argv[1], sys.argv[2]
+            targets = [os.path.join(out, "new_file")]
+            for folder in (out, in_dir, os.path.join(in_dir, "inputs")):
+                targets += [os.path.join(folder, name) for name in os.listdir(folder)]
+            allocated, poured = 0, 0
+            for path in targets:
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK, 0o644)
+                except OSError:
+                    continue
+                try:
+                    libc.fallocate(fd, 1, 0, 48 << 20)  # KEEP_SIZE: past RLIMIT_FSIZE (32 MiB)
+                    os.set_blocking(fd, True)
+                    chunk = b"\\x01" * (1 << 20)
+                    while poured < {pour}:
+                        poured += os.write(fd, chunk)
+                except OSError:
+                    pass
+                allocated += os.fstat(fd).st_blocks * 512
+                os.close(fd)
+            print("allocated", allocated, "poured", poured, flush=True)
+            os._exit(0)
+    """,
+        limits=ROOMY,
+    )
+    assert not result.ok
+    assert "allocated 0 poured" in result.stdout_tail, result.stdout_tail
+    if backend.name in ("docker", "process") and not hasattr(backend, "actors"):
+        ((on_disk, kept, arrived),) = measured
+        assert on_disk == 0
+        assert arrived >= pour > _jobs.result_cap(ROOMY) >= kept
 
 
 def test_host_is_healthy_afterwards(backend: Backend) -> None:

@@ -12,15 +12,18 @@ It receives one JSON argument and, in order:
    ``/tmp/.sbx``; it makes that root read-only, switches to it with ``pivot_root`` and detaches the
    host's root, so nothing else of the host's file system (``/work``, ``/root``, ``/home``,
    its ``/tmp``, the package source) exists for the code;
-2. sets the rlimits (address space, data, CPU, processes, file size, open files, core = 0);
-3. ``exec``\\ s ``unshare --pid --fork --kill-child --net --mount-proc --setgid/--setuid 65534``
-   (new PID and network namespaces; the uid drop happens *before* the harness starts, so
+2. sets the rlimits (address space, data, CPU, processes, file size, open files, core = 0),
+   ``no_new_privs`` and a seccomp filter that answers ``EPERM`` to the kernel keyring calls
+   (``add_key``, ``request_key``, ``keyctl``; Docker's default profile refuses them too): a
+   uid's keyring outlives its processes, so two runs as uid 65534 could pass data through it;
+3. ``exec``\\ s ``unshare --pid --fork --kill-child --net --ipc --mount-proc --setgid/--setuid
+   65534`` (new PID, network and IPC namespaces; the uid drop happens *before* the harness starts, so
    RLIMIT_NPROC applies), then ``timeout -s KILL`` (PID 1 of the namespace: a backstop should
    the host die) and the harness. When PID 1 exits or is killed, the kernel kills every process
    left in the namespace, daemons included.
 
-Without namespaces it only sets the rlimits and execs the command (the weak mode, announced by
-the backend). Exit status 120 with a message on stderr means the launcher itself failed.
+Without namespaces it only sets the rlimits and the seccomp filter and execs the command (the
+weak mode, announced by the backend). Exit status 120 with a message on stderr means the launcher itself failed.
 """
 
 from __future__ import annotations
@@ -172,6 +175,78 @@ def _build_root(config: dict) -> None:
     os.chdir("/")
 
 
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_ALLOW = 0x7FFF0000
+SECCOMP_RET_ERRNO = 0x00050000
+EPERM = 1
+#: ``(AUDIT_ARCH_*, (add_key, request_key, keyctl))`` per machine.
+_KEYRING_CALLS = {
+    "x86_64": (0xC000003E, (248, 249, 250)),
+    "aarch64": (0xC00000B7, (217, 218, 219)),
+    "riscv64": (0xC00000F3, (217, 218, 219)),
+    "ppc64le": (0xC0000015, (269, 270, 271)),
+    "s390x": (0x80000016, (278, 279, 280)),
+}
+#: x86_64's x32 ABI sets this bit in the call number; nothing here uses that ABI.
+_X32_BIT = 0x40000000
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_ushort),
+        ("jt", ctypes.c_ubyte),
+        ("jf", ctypes.c_ubyte),
+        ("k", ctypes.c_uint),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _refuse_keyrings() -> None:
+    """Install the seccomp filter of step 2 (inherited by everything the command starts).
+
+    A classic BPF program over ``struct seccomp_data`` (``nr`` at offset 0, ``arch`` at 4): a
+    call from another ABI than the machine's own (i386 or x32 on x86_64) or a keyring call gets
+    ``EPERM``; everything else is allowed. On a machine missing from the table the filter is
+    left out (the backend's isolation line is then one guarantee short).
+    """
+    machine = _KEYRING_CALLS.get(os.uname().machine)
+    if machine is None:
+        return
+    arch, calls = machine
+    load_w, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    deny = SECCOMP_RET_ERRNO | EPERM
+    program = [
+        (load_w, 0, 0, 4),  # A = arch
+        (jeq, 1, 0, arch),  # native ABI: go on
+        (ret, 0, 0, deny),
+        (load_w, 0, 0, 0),  # A = nr
+        (jge, 4, 0, _X32_BIT),  # x32 call numbers: deny
+        (jeq, 3, 0, calls[0]),
+        (jeq, 2, 0, calls[1]),
+        (jeq, 1, 0, calls[2]),
+        (ret, 0, 0, SECCOMP_RET_ALLOW),
+        (ret, 0, 0, deny),
+    ]
+    filters = (_SockFilter * len(program))(*[_SockFilter(*step) for step in program])
+    fprog = _SockFprog(len(program), filters)
+    _libc.prctl.argtypes = [
+        ctypes.c_int,
+        ctypes.c_ulong,
+        ctypes.c_void_p,
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0:
+        _fail(f"prctl(NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        _fail(f"installing the seccomp filter failed: {os.strerror(ctypes.get_errno())}")
+
+
 def main(config: dict) -> None:
     if config["namespaces"]:
         if _libc.unshare(CLONE_NEWNS) != 0:
@@ -193,6 +268,7 @@ def main(config: dict) -> None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+    _refuse_keyrings()
     command = config["command"]
     try:
         os.execve(command[0], command, config["env"])

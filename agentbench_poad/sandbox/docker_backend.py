@@ -4,8 +4,9 @@ Profile: ``network_mode="none"``, read-only root file system plus a sized tmpfs 
 user 65534:65534, ``cap_drop=["ALL"]``, ``no-new-privileges`` (default seccomp/AppArmor stay on),
 ``mem_limit == memswap_limit``, ``nano_cpus``, ``pids_limit``, ulimits (fsize, nofile, core 0),
 ``init=True``, private IPC, capped json-file logs, ``stop_signal=SIGKILL``, an explicit minimal
-environment and labels. Inputs are a read-only bind mount; outputs are pre-created files in a
-bind-mounted host directory the container cannot create files in.
+environment and labels. Inputs are a read-only bind mount; outputs go through a pre-created FIFO
+in a bind-mounted host directory the container cannot create files in (nothing it writes there
+reaches the host's disk).
 
 Lifecycle: ``create -> start -> wait(timeout) -> kill -> remove(force=True)`` in ``try/finally``
 (``wait``'s timeout is an HTTP read timeout, so both ``ReadTimeout`` and ``ConnectionError`` mean
@@ -64,8 +65,6 @@ POOL_PREIMPORT = (
     "sklearn.tree",
     "sklearn.impute",
 )
-#: Output files pre-created in a pool container's job (calls needing more get a fresh one).
-POOL_SLOTS = 16
 
 
 def _proc_start(pid: int) -> str:
@@ -372,8 +371,9 @@ class DockerBackend(Backend):
         job = JobDir(sandbox_uid=SANDBOX_UID, slots=slots_for(output_shapes))
         container = None
         try:
-            job.write_job(source, entry, inputs)
+            job.write_job(source, entry, inputs, limits=limits)
             container = self._create(job, limits, self._harness_command(limits.wall_time_s + 10))
+            job.listen(limits)
             started = time.monotonic()
             container.start()
             return self._finish(container, job, limits, output_shapes, started)
@@ -447,7 +447,7 @@ class DockerPool(DockerBackend):
         self._thread.start()
 
     def _spawn(self) -> _Warm:
-        job = JobDir(sandbox_uid=SANDBOX_UID, slots=POOL_SLOTS)
+        job = JobDir(sandbox_uid=SANDBOX_UID)
         container = None
         try:
             command = self._harness_command(
@@ -554,13 +554,15 @@ class DockerPool(DockerBackend):
     ) -> SandboxResult:
         import docker
 
-        usable = self._compatible(limits) and slots_for(output_shapes) <= POOL_SLOTS
+        usable = self._compatible(limits)
         warm = self._take() if usable else None
         if warm is None:
             return super()._run(source, entry, inputs, limits, output_shapes)
         started = time.monotonic()
         try:
-            warm.job.write_job(source, entry, inputs)
+            warm.job.slots = slots_for(output_shapes)
+            warm.job.write_job(source, entry, inputs, limits=limits)
+            warm.job.listen(limits)
             warm.job.go()
             started = time.monotonic()
             return self._finish(warm.container, warm.job, limits, output_shapes, started)

@@ -3,11 +3,11 @@
 Usage: ``python3 -I -B harness.py IN_DIR OUT_DIR [--wait-go IDLE_S] [--preimport MOD,...]``.
 
 ``IN_DIR`` (read-only) holds ``job.json``, ``solution.py`` and ``inputs/<name>.npy``. ``OUT_DIR``
-holds files the host created in advance: ``status.json`` and ``slot_<i>.npy``; the sandbox can
-write those but create nothing else there. The runner loads the inputs with
-``allow_pickle=False``, compiles the source, calls the entry with the inputs as keyword
-arguments, writes each returned array into a slot with ``allow_pickle=False`` and writes a small
-JSON status (category, one-line message, traceback tail, output names).
+holds one FIFO the host created in advance and drains: ``result``; the sandbox can write to it
+but create nothing there. The runner loads the inputs with ``allow_pickle=False``, compiles the
+source, calls the entry with the inputs as keyword arguments and, once, writes to ``result`` a
+one-line JSON status (category, one-line message, traceback tail, output names) followed by each
+returned array as a ``.npy`` record (``allow_pickle=False``).
 
 Nothing here is trusted by the host: the user code runs in this very process and can rewrite
 any of it. The host validates the status fields and every array on its own.
@@ -28,10 +28,23 @@ MAX_MESSAGE = 400
 MAX_TRACEBACK = 4000
 
 
-def _write_status(out_dir: str, status: dict) -> None:
-    # The file exists already (created by the host, owned by the sandbox user); "w" truncates it.
-    with open(os.path.join(out_dir, "status.json"), "w", encoding="utf-8") as f:
-        json.dump(status, f)
+def _write_status(out_dir: str, status: dict, records: list[bytes] | None = None) -> None:
+    """Write the status line and the output records to the host's FIFO, all at once."""
+    data = json.dumps(status).encode("utf-8") + b"\n" + b"".join(records or [])
+    # Non-blocking open: with no reader (no host listening) this fails instead of hanging.
+    try:
+        fd = os.open(os.path.join(out_dir, "result"), os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -177,8 +190,11 @@ def main(argv: list[str]) -> int:
             },
         )
         return 0
-    names = []
-    for index, (name, array) in enumerate(outputs.items()):
+    import io
+
+    budget = int(job.get("max_output_bytes", 64 * 2**20))
+    names, records, size = [], [], 0
+    for name, array in outputs.items():
         if not isinstance(array, np.ndarray):
             _write_status(
                 out_dir,
@@ -190,10 +206,10 @@ def main(argv: list[str]) -> int:
                 },
             )
             return 0
+        buffer = io.BytesIO()
         try:
-            with open(os.path.join(out_dir, f"slot_{index}.npy"), "wb") as f:
-                np.save(f, array, allow_pickle=False)
-        except (ValueError, OSError) as exc:  # object dtype; file size limit (EFBIG)
+            np.save(buffer, array, allow_pickle=False)
+        except (ValueError, OSError, MemoryError) as exc:  # object dtype, ...
             _write_status(
                 out_dir,
                 {
@@ -204,8 +220,22 @@ def main(argv: list[str]) -> int:
                 },
             )
             return 0
+        size += buffer.tell()
+        if size > budget:
+            _write_status(
+                out_dir,
+                {
+                    "category": "output_invalid",
+                    "message": f"the outputs are more than {budget} bytes; the limit is {budget}",
+                    "traceback": "",
+                },
+            )
+            return 0
         names.append(name)
-    _write_status(out_dir, {"category": "ok", "message": "", "traceback": "", "outputs": names})
+        records.append(buffer.getvalue())
+    _write_status(
+        out_dir, {"category": "ok", "message": "", "traceback": "", "outputs": names}, records
+    )
     return 0
 
 

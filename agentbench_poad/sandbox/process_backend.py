@@ -7,17 +7,18 @@ As root, each run goes through :mod:`agentbench_poad.sandbox._launcher`: a priva
 whose root is an allow-list (:func:`root_plan`): the system trees (``/usr`` and its links), a few
 ``/etc`` entries and the interpreter's own directories (prefix, stdlib, the site-packages it
 imports from), all read-only, a minimal ``/dev``, a sized tmpfs at ``/tmp`` and a small one at
-``/dev/shm`` (the only writable places, besides the pre-created output files). Nothing else of
+``/dev/shm`` (the only writable places, besides the pre-created result FIFO). Nothing else of
 the host's file system exists there: not its ``/work``, ``/root``, ``/home``, ``/srv``, ``/tmp``,
 the package source or the working directory (only the path components leading to the
-interpreter's directories). Then new PID and network namespaces (``unshare`` from util-linux),
-uid/gid 65534 before any user code runs, rlimits, a scrubbed environment and a session of its
-own. At the deadline the host SIGKILLs the namespace's PID 1 (which takes every process of the
+interpreter's directories). Then new PID, network and IPC namespaces (``unshare`` from
+util-linux), a seccomp filter refusing the kernel keyring calls (keyrings are per uid and outlive
+a run), uid/gid 65534 before any user code runs, rlimits, a scrubbed environment and a session
+of its own. At the deadline the host SIGKILLs the namespace's PID 1 (which takes every process of the
 namespace with it) and the process group.
 
 Not root: the code runs as the current user with rlimits, a scrubbed environment and a private
-temporary working directory, and, where unprivileged user namespaces work, in new user, PID and
-network namespaces; it sees the host's file system as that user does.
+temporary working directory, and, where unprivileged user namespaces work, in new user, PID,
+network and IPC namespaces; it sees (and may write) the host's file system as that user does.
 :attr:`ProcessBackend.isolation` says which.
 """
 
@@ -55,7 +56,10 @@ from agentbench_poad.sandbox.api import (
 )
 
 _LAUNCHER = Path(__file__).with_name("_launcher.py")
-_NS_ARGS = ["--pid", "--fork", "--kill-child", "--net", "--mount-proc"]
+#: New PID, network and IPC namespaces: no run sees another's processes, sockets or System V /
+#: POSIX IPC objects (shared memory, semaphores, message queues), which otherwise outlive the
+#: run and would let one run hand data to the next.
+_NS_ARGS = ["--pid", "--fork", "--kill-child", "--net", "--ipc", "--mount-proc"]
 
 
 def sandbox_env(limits: Limits, home: str) -> dict[str, str]:
@@ -385,8 +389,11 @@ class ProcessBackend(Backend):
         start = time.monotonic()
         job = JobDir(sandbox_uid=SANDBOX_UID if self.root else None, slots=slots_for(output_shapes))
         try:
-            job.write_job(source, entry, inputs, {"sys_path": _site_dirs(self.python)})
+            job.write_job(
+                source, entry, inputs, {"sys_path": _site_dirs(self.python)}, limits=limits
+            )
             _, config = self._command(job, limits)
+            job.listen(limits)
             try:
                 proc = subprocess.Popen(
                     [sys.executable, "-I", "-S", "-B", str(_LAUNCHER), json.dumps(config)],
