@@ -43,7 +43,7 @@ def _load_script():
 
 def test_there_are_at_least_three_generated_tasks():
     assert len(GENERATED) >= 3
-    assert {"gen-circles", "gen-xor", "gen-moons", "gen-noisy"} <= set(NAMES)
+    assert {"gen-circles", "gen-xor", "gen-moons", "gen-noisy", "gen-loans"} <= set(NAMES)
     assert {s.source.generator for s in GENERATED} <= set(GENERATORS)
 
 
@@ -89,7 +89,9 @@ def test_shapes_rows_and_classes(name):
     assert 300 <= data.shape[0] <= 2000
     assert data.n_classes == spec.n_classes == 2
     assert min(data.class_counts) >= 0.3 * data.shape[0]  # both classes well represented
-    assert np.isfinite(data.X).all() and data.X.dtype == np.float64
+    assert data.X.dtype == np.float64 and not np.isinf(data.X).any()
+    # NaN only where the table declares missing values (the Kaggle-like gen-loans)
+    assert np.isnan(data.X).any() == spec.missing_values
     assert len(data.feature_names) == data.shape[1]
     assert any(n.startswith("noise") for n in data.feature_names)  # irrelevant columns
 
@@ -178,3 +180,43 @@ def test_committed_spread_covers_every_generated_task():
         entry = results["datasets"][name]
         assert entry["shape"] == list(ds.get_spec(name).shape)
         assert set(entry["classifiers"]) == set(results["classifiers"])
+
+
+def test_loans_is_kaggle_like_missing_values_categorical_codes_and_a_ratio():
+    """gen-loans: NaN in three columns only, integer codes in the categorical ones, and the
+    debt-to-income ratio separates the classes better than either of its columns."""
+    data = ds.load_dataset("gen-loans")
+    names = list(data.feature_names)
+    missing = {names[j] for j in np.flatnonzero(np.isnan(data.X).any(axis=0))}
+    assert missing == {"credit_years", "utilization", "employment"}
+    for column in ("region", "employment", "purpose"):
+        values = data.X[:, names.index(column)]
+        values = values[~np.isnan(values)]
+        assert np.array_equal(values, np.round(values)) and len(np.unique(values)) <= 12
+    ratio = data.X[:, names.index("debt")] / data.X[:, names.index("income")]
+
+    def separation(x):  # |rank correlation| with the label, no model needed
+        ranks = np.argsort(np.argsort(x))
+        return abs(np.corrcoef(ranks, data.y)[0, 1])
+
+    debt = separation(data.X[:, names.index("debt")])
+    income = separation(data.X[:, names.index("income")])
+    assert separation(ratio) > max(debt, income) + 0.05
+
+
+def test_pruning_refuses_nan_where_a_table_declares_none():
+    import dataclasses
+
+    import pandas as pd
+
+    from agentbench_poad.environments.datascicoding.datasets.pruning import prune
+
+    spec = dataclasses.replace(ds.get_spec("gen-xor"))
+    frame = pd.DataFrame({"a": [0.0, np.nan, 1.0, 2.0], "target": [0, 1, 0, 1]})
+    with pytest.raises(ValueError, match="non-finite"):
+        prune(spec, frame, "test")
+    allowed = dataclasses.replace(spec, missing_values=True, shape=(4, 1))
+    assert np.isnan(prune(allowed, frame, "test").X).sum() == 1
+    infinite = pd.DataFrame({"a": [0.0, np.inf, 1.0, 2.0], "target": [0, 1, 0, 1]})
+    with pytest.raises(ValueError, match="non-finite"):
+        prune(allowed, infinite, "test")

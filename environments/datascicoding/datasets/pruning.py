@@ -166,7 +166,7 @@ def prune(spec: DatasetSpec, frame: pd.DataFrame, source: str) -> Dataset:
     X, labels, names = spec.prune(frame, spec.target)
     if X.ndim != 2 or len(X) != len(labels):
         raise ValueError(f"pruning {spec.name} gave X of shape {X.shape} and {len(labels)} labels")
-    if not np.isfinite(X).all():
+    if np.isinf(X).any() or (not spec.missing_values and np.isnan(X).any()):
         raise ValueError(f"pruning {spec.name} left non-finite values in X")
     try:
         # numeric labels keep their numeric order (a string sort would put 10 before 2)

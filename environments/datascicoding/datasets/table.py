@@ -40,6 +40,8 @@ class DatasetSpec:
         n_classes: the expected number of classes.
         note: a remark shown by ``agentbench-poad data info``.
         max_rows: rows before the final NaN drop, where ``shape`` has no row count.
+        missing_values: X keeps NaN where a value is missing (the program must impute or use
+            a model that accepts NaN); otherwise a NaN left by the pruning is an error.
     """
 
     name: str
@@ -51,6 +53,7 @@ class DatasetSpec:
     n_classes: int
     note: str = ""
     max_rows: int | None = None
+    missing_values: bool = False
 
     @property
     def env_id(self) -> str:
@@ -103,7 +106,13 @@ def _sklearn(
 
 
 def _generated(
-    *, name: str, description: str, generator: str, shape: tuple[int, int], note: str
+    *,
+    name: str,
+    description: str,
+    generator: str,
+    shape: tuple[int, int],
+    note: str,
+    missing_values: bool = False,
 ) -> DatasetSpec:
     """A row for a generated table (:mod:`.generated`: offline, deterministic, never cached)."""
     return DatasetSpec(
@@ -115,6 +124,7 @@ def _generated(
         shape=shape,
         n_classes=2,
         note=note,
+        missing_values=missing_values,
     )
 
 
@@ -282,6 +292,15 @@ DATASETS: dict[str, DatasetSpec] = {
             generator="moons",
             shape=(1000, 6),
             note="two pairs of half-moons, the second point-reflected; 4 irrelevant columns",
+        ),
+        _generated(
+            name="gen-loans",
+            description="Synthetic Loans",
+            generator="loans",
+            shape=(2000, 12),
+            note="Kaggle-like: mixed numeric and categorical codes, NaN in 3 columns; the "
+            "debt-to-income ratio drives the default risk",
+            missing_values=True,
         ),
         _generated(
             name="gen-noisy",
