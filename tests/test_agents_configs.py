@@ -148,12 +148,14 @@ def test_round_trip_and_cli_overrides():
 
 
 def test_registry():
-    assert set(ALGORITHMS) == {"poad", "ntpo", "twosome", "grpo", "gigpo"}
+    assert set(ALGORITHMS) == {"poad", "ntpo", "twosome", "grpo", "gigpo", "archer-adrl"}
     assert get_algorithm("POAD") is POAD and get_algorithm("ntpo") is NTPO
     assert get_algorithm("twosome") is TWOSOME
     for name in ALGORITHMS:
         cls = get_algorithm(name)
-        assert cls.name == name and cls.config_class.__name__.upper().startswith(name.upper())
+        # the config class is named after the agent (ArcherADRLConfig for archer-adrl)
+        prefix = name.replace("-", "").upper()
+        assert cls.name == name and cls.config_class.__name__.upper().startswith(prefix)
     with pytest.raises(KeyError, match="choose one of"):
         get_algorithm("archer")
 
