@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from agentbench_poad.cli._common import (
     add_command,
@@ -72,7 +73,8 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="print the files to ship (commit, upload) so another machine can evaluate the "
         "finished runs, resume the unfinished ones exactly and skip the finished evaluations, "
-        "e.g. git add -f $(agentbench-poad study SPEC --files); run nothing",
+        "e.g. git add -f $(agentbench-poad study SPEC --files); run nothing (an agent file or "
+        "module the spec names is not imported: its files are not listed)",
     )
     p.add_argument(
         "--select",
@@ -83,7 +85,8 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="check the spec and list the cells with their state; run nothing",
+        help="check the spec and list the cells with their state; run nothing (not even an "
+        "agent file or module the spec names: such agents are listed unchecked)",
     )
     p.set_defaults(func=run_study_command)
 
@@ -105,7 +108,11 @@ def run_study_command(args: argparse.Namespace) -> int:
     if error:
         return die(error)
     try:
-        study = load_study(args.spec, out=args.out, records=args.records)
+        # --dry-run and --files run nothing, so they import no code the spec's agents name
+        import_agents = args.select or not (args.dry_run or args.files)
+        study = load_study(
+            args.spec, out=args.out, records=args.records, import_agents=import_agents
+        )
         if args.group:
             study = study.select(args.group)
     except StudyError as exc:
@@ -151,6 +158,12 @@ def run_study_command(args: argparse.Namespace) -> int:
 
         for path in study_files(study):
             print(path)
+        for group, agent in study.unchecked:
+            print(
+                f"note: agent {agent} [{group}] is not imported (--files runs no code a spec "
+                "names), so the files of its runs and evaluations are not listed",
+                file=sys.stderr,
+            )
         return 0
     if not args.dry_run:  # a model path typo must not wait for the first run to load it
         error = first_error(
@@ -176,6 +189,11 @@ def run_study_command(args: argparse.Namespace) -> int:
                 print(f"{row['state']:<8} eval  {row['key']}  [{row['group']}]")
         for pair in study.pending:
             print(f"{'wait':<8} tuned {pair} (no configuration chosen yet: --select)")
+        for group, agent in study.unchecked:
+            print(
+                f"{'?':<8} agent {agent}: not imported, not checked (--dry-run runs no code a "
+                f"spec names; a run imports and checks it before any cell)  [{group}]"
+            )
         from agentbench_poad.study.plan import check_config_sources, study_progress
 
         for line in study_progress(study).lines():

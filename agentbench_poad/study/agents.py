@@ -1,19 +1,47 @@
 """The agents a study spec names: which ones it trains (a built-in algorithm by name, a user's
 :class:`~agentbench_poad.rl.ppo.PPOAgent` subclass by class spec), how a training cell names
-them, and whether an evaluation-only agent spec can be built."""
+them, and whether an evaluation-only agent spec can be built. Only a run imports the code a spec
+names (a file, or a module outside the package's own agents); ``study --dry-run`` and
+``--files`` leave it unimported (:func:`runs_named_code`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cell_agent", "check_agent_spec", "trainable_agents"]
+__all__ = ["SpecAgents", "cell_agent", "check_agent_spec", "runs_named_code", "spec_agents"]
+
+#: The package's own agents (a top-level name of an ``agentbench_poad.baselines`` module, e.g.
+#: the random agent or an oracle): package code, imported to check a spec like a built-in name.
+_PACKAGE_AGENT = re.compile(r"^agentbench_poad\.baselines\.[a-z_][a-z0-9_]*:[A-Za-z][A-Za-z0-9_]*$")
 
 
-def trainable_agents(
-    specs: Sequence[str] = (), base: Path | None = None
-) -> tuple[dict[str, Any], dict[str, str]]:
+def runs_named_code(spec: str) -> bool:
+    """Whether resolving the agent ``spec`` imports code the spec names: a file
+    (``path/to/file.py:Class``) or a module (``module:Factory``) other than the package's own
+    agents. A built-in name and ``lm:MODEL`` import package code only."""
+    return ":" in spec and not spec.startswith("lm:") and not _PACKAGE_AGENT.match(spec)
+
+
+@dataclass(frozen=True)
+class SpecAgents:
+    """What the agent specs of a study spec resolve to."""
+
+    #: spec or name -> algorithm class (every built-in by name; a user's by spec and name)
+    trainable: dict[str, Any]
+    #: spec -> why it is unusable (it does not import, or it subclasses PPOAgent but is no
+    #: complete algorithm)
+    broken: dict[str, str] = field(default_factory=dict)
+    #: specs of code left unimported (``import_code=False``): neither checked nor resolved
+    unchecked: frozenset[str] = frozenset()
+
+
+def spec_agents(
+    specs: Sequence[str] = (), base: Path | None = None, *, import_code: bool = True
+) -> SpecAgents:
     """The algorithms a spec may train: the built-in ones by name, and each class spec among
     ``specs`` (``"pkg.module:Class"``, ``"path/to/file.py:Class"``) that names a
     :class:`~agentbench_poad.rl.ppo.PPOAgent` subclass, by the spec as written and by its
@@ -21,9 +49,11 @@ def trainable_agents(
     factory). A file path is read relative to the current directory, else to ``base`` (the
     study spec's folder).
 
-    Returns:
-        ``(trainable, broken)``: spec or name -> algorithm class; spec -> why it is unusable
-        (it does not import, or it subclasses PPOAgent but is no complete algorithm).
+    Args:
+        specs: the agent specs the study spec names (its groups' and its tuning's).
+        base: the study spec's folder.
+        import_code: False: import no code a spec names (:func:`runs_named_code`); such specs
+            are :attr:`SpecAgents.unchecked`, whether they train or only evaluate unknown.
     """
     from agentbench_poad.baselines import ALGORITHMS, get_algorithm
     from agentbench_poad.rl.algorithm import (
@@ -36,8 +66,12 @@ def trainable_agents(
 
     trainable: dict[str, Any] = {name: get_algorithm(name) for name in ALGORITHMS}
     broken: dict[str, str] = {}
+    unchecked: set[str] = set()
     for spec in dict.fromkeys(s for s in specs if isinstance(s, str)):
         if spec.lower() in ALGORITHMS or not is_algorithm_spec(spec):
+            continue
+        if not import_code and runs_named_code(spec):
+            unchecked.add(spec)
             continue
         resolved = normalize_spec(spec)
         file = resolved.rpartition(":")[0]
@@ -58,7 +92,7 @@ def trainable_agents(
             )
             continue
         trainable[spec] = trainable[algorithm.name] = algorithm
-    return trainable, broken
+    return SpecAgents(trainable, broken, frozenset(unchecked))
 
 
 def cell_agent(algorithm: Any) -> str:

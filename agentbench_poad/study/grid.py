@@ -110,6 +110,10 @@ class Study:
     pending_steps: list[tuple[str, str, int]] = field(default_factory=list)
     """``(group, env id, env steps)`` of every tuned pair waiting for ``--select``: its seeds
     times its budget, the training it will add (``study --dry-run`` estimates its time)."""
+    unchecked: list[tuple[str, str]] = field(default_factory=list)
+    """``(group, agent spec)`` of every agent whose code was not imported
+    (``load_study(..., import_agents=False)``: ``study --dry-run``, ``--files``): its cells and
+    evaluations are not in this study."""
 
     def select(self, groups: Sequence[str]) -> Study:
         """The study restricted to the named groups' cells and evaluations.
@@ -144,4 +148,5 @@ class Study:
             groups=[g for g in self.groups if g in chosen],
             pending=[p for p in self.pending if p.split(":")[0] in chosen],
             pending_steps=[w for w in self.pending_steps if w[0] in chosen],
+            unchecked=[u for u in self.unchecked if u[0] in chosen],
         )

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_poad.rl.config import preset_for
-from agentbench_poad.study.agents import cell_agent, check_agent_spec, trainable_agents
+from agentbench_poad.study.agents import cell_agent, check_agent_spec, spec_agents
 from agentbench_poad.study.grid import EvalTask, Study, TrainCell
 from agentbench_poad.study.seeds import EarlierSeeds, check_group_seeds, earlier_evaluation_seeds
 from agentbench_poad.study.specfile import StudyError, read_spec, slug
@@ -68,6 +68,7 @@ def load_study(
     *,
     out: str | os.PathLike | None = None,
     records: str | os.PathLike | None = None,
+    import_agents: bool = True,
 ) -> Study:
     """Read and check a spec; raises :class:`StudyError` listing every problem.
 
@@ -75,6 +76,10 @@ def load_study(
         path: the spec (``.toml`` or ``.json``).
         out: where runs go (default: ``study-runs/<name>`` under the current directory).
         records: where records go (default: ``<out>/records``).
+        import_agents: import the code the spec's agents name (a file or a module other than
+            the package's own agents) to check it and learn what it trains. False (``study
+            --dry-run``, ``--files``) runs none of it: those agents are left out, each named in
+            :attr:`Study.unchecked`.
     """
     import agentbench_poad  # noqa: F401  (registers the env ids)
     import agentbench_poad.rl.toy  # noqa: F401  (and the case-study ids)
@@ -82,7 +87,7 @@ def load_study(
     path = Path(path)
     if not path.is_file():
         raise StudyError(f"study spec {path} does not exist")
-    reading = _read_head(path, read_spec(path), out, records)
+    reading = _read_head(path, read_spec(path), out, records, import_agents)
     for tuning in reading.tunings:
         reading.group_names.append(tuning.group)
         reading.cells += _tuning_cells(
@@ -119,9 +124,11 @@ class _Reading:
     model: Any
     out: Path
     records: Path
-    #: spec or name -> algorithm class; spec -> why it is unusable (agents.trainable_agents)
+    #: spec or name -> algorithm class; spec -> why it is unusable; specs not imported
+    #: (:class:`~agentbench_poad.study.agents.SpecAgents`)
     trainable: dict[str, Any]
     broken: dict[str, str]
+    not_imported: frozenset[str]
     runs_per_gpu: Any
     budgets: dict[str, Any]
     problems: list[str]
@@ -132,6 +139,8 @@ class _Reading:
     group_names: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     pending_steps: list[tuple[str, str, int]] = field(default_factory=list)
+    #: (group, agent spec) of the agents left out because their code was not imported
+    unchecked: list[tuple[str, str]] = field(default_factory=list)
     #: where each training cell (by identity) and run dir, and each evaluation-only key, was read
     seen_cells: dict[tuple, str] = field(default_factory=dict)
     seen_dirs: dict[str, str] = field(default_factory=dict)
@@ -154,6 +163,7 @@ class _Reading:
             runs_per_gpu=self.runs_per_gpu,
             tunings=self.tunings,
             pending_steps=self.pending_steps,
+            unchecked=self.unchecked,
         )
 
 
@@ -168,6 +178,7 @@ def _read_head(
     spec: dict[str, Any],
     out: str | os.PathLike | None,
     records: str | os.PathLike | None,
+    import_agents: bool,
 ) -> _Reading:
     """The spec's ``[study]`` and ``[eval]`` tables, its agents and its tuning protocols."""
     problems: list[str] = []
@@ -192,10 +203,10 @@ def _read_head(
     for table in tuning_tables:
         listed = table.get("agents", []) if isinstance(table, dict) else []
         tuned_agents += listed if isinstance(listed, list) else []
-    trainable, broken = trainable_agents([*tuned_agents, *agent_specs], path.parent)
+    agents = spec_agents([*tuned_agents, *agent_specs], path.parent, import_code=import_agents)
     for agent in tuned_agents:
-        if isinstance(agent, str) and agent in broken:
-            problems.append(f"[tuning]: agent {agent!r}: {broken[agent]}")
+        if isinstance(agent, str) and agent in agents.broken:
+            problems.append(f"[tuning]: agent {agent!r}: {agents.broken[agent]}")
     runs_per_gpu = head.get("runs_per_gpu", 1)
     if not isinstance(runs_per_gpu, int) or isinstance(runs_per_gpu, bool) or runs_per_gpu < 1:
         problems.append(f"[study] runs_per_gpu must be an int >= 1, got {runs_per_gpu!r}")
@@ -212,15 +223,21 @@ def _read_head(
         model=model,
         out=out_dir,
         records=Path(records) if records is not None else out_dir / "records",
-        trainable=trainable,
-        broken=broken,
+        trainable=agents.trainable,
+        broken=agents.broken,
+        not_imported=agents.unchecked,
         runs_per_gpu=runs_per_gpu,
         budgets=budgets,
         problems=problems,
     )
     reading.tunings = read_tunings(
-        tuning_value, spec.get(CHOSEN_TABLE), trainable=trainable, problems=problems
+        tuning_value,
+        spec.get(CHOSEN_TABLE),
+        trainable=agents.trainable,
+        problems=problems,
+        unchecked=agents.unchecked,
     )
+    reading.unchecked += [(t.group, a) for t in reading.tunings for a in t.unchecked]
     return reading
 
 
@@ -362,6 +379,9 @@ def _agent_cells(reading: _Reading, group: _Group, agent: str) -> None:
     or, for an agent spec that is not trained, its evaluations."""
     import gymnasium as gym
 
+    if agent in reading.not_imported:
+        reading.unchecked.append((group.name, agent))
+        return
     if agent in reading.broken:
         reading.problems.append(f"{group.where}: agent {agent!r}: {reading.broken[agent]}")
         return

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ __all__ = [
     "CHOSEN_TABLE",
     "Tuning",
     "last3_sampled_return",
+    "last3_sampled_score",
     "read_tuning",
     "read_tunings",
 ]
@@ -70,12 +71,24 @@ def last3_sampled_return(curve: Sequence[dict[str, Any]], run_config: dict[str, 
     Raises:
         ValueError: a greedy curve, or fewer than three points.
     """
+    return _last3_sampled(curve, run_config, "eval_return")
+
+
+def last3_sampled_score(curve: Sequence[dict[str, Any]], run_config: dict[str, Any]) -> float:
+    """Mean sampled **score** over the run's last three learning-curve points: the board's
+    metric (``eval_score``; on DataSciCoding the final program's ROC AUC, 0 where none ran),
+    so that tuning selects by what the records evaluate. Same conditions as
+    :func:`last3_sampled_return`."""
+    return _last3_sampled(curve, run_config, "eval_score")
+
+
+def _last3_sampled(curve: Sequence[dict[str, Any]], run_config: dict[str, Any], key: str) -> float:
     if (run_config.get("algorithm") or {}).get("eval_greedy", True):
         raise ValueError(
             "its learning curve is greedy (eval_greedy = true); the rule reads sampled returns: "
             "tune with the 'mini' preset or overrides eval_greedy = false"
         )
-    values = [p.get("eval_return") for p in curve]
+    values = [p.get(key) for p in curve]
     if len(values) < 3 or any(not isinstance(v, (int, float)) for v in values[-3:]):
         raise ValueError(
             f"its learning curve has {len(values)} point(s); the rule needs 3 (lower eval_every "
@@ -89,6 +102,7 @@ def last3_sampled_return(curve: Sequence[dict[str, Any]], run_config: dict[str, 
 #: configuration that comes first in the spec.
 SELECTION_RULES: dict[str, Callable[[Sequence[dict[str, Any]], dict[str, Any]], float]] = {
     "last3-sampled-return": last3_sampled_return,
+    "last3-sampled-score": last3_sampled_score,
 }
 
 
@@ -123,6 +137,9 @@ class Tuning:
     preset: str | None = None
     #: an entry of ``[[tuning]]`` (named run dirs, ``[tuning_chosen.<name>]``), not ``[tuning]``
     entry: bool = False
+    #: agent specs of the protocol whose code was not imported (``study --dry-run``): their
+    #: names are unknown, so they have no search here
+    unchecked: tuple[str, ...] = ()
 
     @property
     def where(self) -> str:
@@ -221,6 +238,7 @@ def read_tuning(
     problems: list[str],
     name: str | None = None,
     chosen: Any = None,
+    unchecked: Collection[str] = (),
 ) -> Tuning | None:
     """Check a spec's ``[tuning]`` table or one ``[[tuning]]`` entry; appends what is wrong to
     ``problems``.
@@ -231,6 +249,8 @@ def read_tuning(
         problems: where the problems go (the caller reports them all at once).
         name: the entry's name, for a ``[[tuning]]`` entry (None: the single ``[tuning]``).
         chosen: an entry's ``[tuning_chosen.<name>]`` (the single table has its own ``chosen``).
+        unchecked: agent specs whose code is not imported: left out of the searches (their
+            ``name`` is unknown), so the checks that need every agent's name are skipped.
 
     Returns:
         The tuning, or None when the table is missing or unusable.
@@ -281,12 +301,15 @@ def read_tuning(
         problems.append(f"{where}: env_kwargs must be a table of gym.make arguments")
         env_kwargs = {}
     agents_value = table.get("agents")
+    skipped: tuple[str, ...] = ()
     if isinstance(agents_value, list) and agents_value:
+        skipped = tuple(a for a in agents_value if isinstance(a, str) and a in unchecked)
         # A user's algorithm (a class spec) is tuned under its class's ``name``, like a built-in.
         names = [
             getattr(trainable.get(a) if isinstance(a, str) else None, "name", None)
             or str(a).lower()
             for a in agents_value
+            if a not in skipped
         ]
     else:
         problems.append(f'{where} needs agents = ["poad", ...] (the agents to tune)')
@@ -296,7 +319,7 @@ def read_tuning(
         problems.append(f"{where}: per_agent must be a table of per-agent tables")
         per_agent = {}
     stray = sorted(set(per_agent) - set(names))
-    if stray:
+    if stray and not skipped:  # a table may be an unchecked agent's, under its unknown name
         problems.append(
             f"{where} per_agent: {stray} are not in its agents {names}"
             if entry
@@ -363,6 +386,8 @@ def read_tuning(
         chosen = {}
     for agent_name, config in chosen.items():
         search = searches.get(agent_name)
+        if search is None and skipped:
+            continue  # perhaps an unchecked agent's choice, under its unknown name
         if search is None:
             problems.append(f"{chosen_where}: {agent_name} is not a tuned agent")
         elif config not in search.configurations:
@@ -380,6 +405,7 @@ def read_tuning(
         model=own_setup["model"],
         preset=own_setup["preset"],
         entry=entry,
+        unchecked=skipped,
     )
 
 
@@ -389,6 +415,7 @@ def read_tunings(
     *,
     trainable: dict[str, Any],
     problems: list[str],
+    unchecked: Collection[str] = (),
 ) -> list[Tuning]:
     """Every tuning protocol of a spec: its ``[tuning]`` table (one protocol named ``tuning``)
     or its ``[[tuning]]`` entries (each named), in spec order.
@@ -398,6 +425,7 @@ def read_tunings(
         chosen_tables: the spec's ``[tuning_chosen]`` (entry name -> agent -> config), or None.
         trainable: the trained agents by name (their classes).
         problems: where the problems go (the caller reports them all at once).
+        unchecked: agent specs whose code is not imported (see :func:`read_tuning`).
     """
     if value is None:
         if chosen_tables is not None:
@@ -409,7 +437,7 @@ def read_tunings(
                 f"[{CHOSEN_TABLE}] belongs to [[tuning]] entries; a single [tuning] table keeps "
                 "its choice in [tuning.chosen]: remove it"
             )
-        tuning = read_tuning(value, trainable=trainable, problems=problems)
+        tuning = read_tuning(value, trainable=trainable, problems=problems, unchecked=unchecked)
         return [tuning] if tuning is not None else []
     if not isinstance(value, list) or not value:
         problems.append("tuning must be a [tuning] table or [[tuning]] entries")
@@ -442,6 +470,7 @@ def read_tunings(
             problems=problems,
             name=name,
             chosen=chosen_tables.get(name),
+            unchecked=unchecked,
         )
         if tuning is not None:
             tunings.append(tuning)
