@@ -86,15 +86,15 @@ def test_run_curve_reads_points_in_order_within_the_budget(tmp_path):
     (tmp_path / "learning_curve.json").write_text(
         json.dumps(
             [
-                {"env_steps": 1024, "eval_return": 0.5},
-                {"env_steps": 512, "eval_return": 0.25},
-                {"env_steps": 4096, "eval_return": 1.0},
+                {"env_steps": 1024, "eval_return": -1.0, "eval_score": 0.5},
+                {"env_steps": 512, "eval_return": 0.25},  # a run from before eval_score
+                {"env_steps": 4096, "eval_return": 1.0, "eval_score": 1.0},
             ]
         )
     )
     assert run_curve(tmp_path, 3072) == [(512.0, 0.25), (1024.0, 0.5)]
     (tmp_path / "learning_curve.json").write_text(
-        json.dumps([{"env_steps": 512, "eval_return": float("nan")}])
+        json.dumps([{"env_steps": 512, "eval_score": float("nan")}])
     )
     with pytest.raises(ValueError, match="not finite"):
         run_curve(tmp_path)

@@ -3,9 +3,11 @@
 The paper's Figure 3 claim is about speed ("converges faster ... with smaller spread"), which a
 final return at its ceiling cannot show. The measure (docs/leaderboard.md, "Learning speed"):
 
-* **the curve** is a run's own sampled evaluation return at every learning-curve point
-  (``learning_curve.json``, ``eval_return``; the points its record's curve averages), so group
-  agents, whose training episodes repeat reset seeds, are measured like the others;
+* **the curve** is a run's own sampled evaluation score at every learning-curve point
+  (``learning_curve.json``, ``eval_score``: the board's metric, the return on Overcooked and
+  VirtualHome, the final program's AUC on DataSciCoding; ``eval_return`` for runs that predate
+  it), so group agents, whose training episodes repeat reset seeds, are measured like the
+  others, and the anchors (records' scores) are on the same scale;
 * **normalised area** ``AUC = Σ_k (s_k − s_{k−1}) · y_k / s_K`` with ``s_0 = 0`` (each point
   stands for the steps before it, a right Riemann sum over the whole budget), then
   ``(AUC − random) / (oracle − random)`` with the env's anchor records (:func:`.common.anchors`);
@@ -47,8 +49,10 @@ from agentbench_poad.leaderboard.report.stats import (
 #: the oracle).
 THRESHOLD = 0.5
 
-#: The curve's return key in a run's ``learning_curve.json``.
-CURVE_KEY = "eval_return"
+#: The curve's key in a run's ``learning_curve.json`` (the board's metric), and the key runs
+#: written before it existed hold the same number under.
+CURVE_KEY = "eval_score"
+_OLD_CURVE_KEY = "eval_return"
 
 
 class SeedSpeed(NamedTuple):
@@ -96,10 +100,13 @@ def steps_to_threshold(
 
 
 def run_curve(run_dir: Path, budget: int | None = None) -> list[tuple[float, float]]:
-    """A run's ``(env_steps, eval_return)`` points in step order (within ``budget``)."""
+    """A run's ``(env_steps, eval_score)`` points in step order (within ``budget``)."""
     path = Path(run_dir) / "learning_curve.json"
     points = json.loads(path.read_text(encoding="utf-8"))
-    curve = sorted((float(p["env_steps"]), float(p[CURVE_KEY])) for p in points)
+    curve = sorted(
+        (float(p["env_steps"]), float(p[CURVE_KEY] if CURVE_KEY in p else p[_OLD_CURVE_KEY]))
+        for p in points
+    )
     if budget is not None:
         curve = [(s, v) for s, v in curve if s <= budget]
     if not all(math.isfinite(v) for _, v in curve):
