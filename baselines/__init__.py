@@ -6,6 +6,8 @@
 * :mod:`.grpo`, :mod:`.gigpo` -- critic-free group baselines (GRPO, GiGPO) on the same protocol.
 * :mod:`.archer_adrl` -- the paper's "ARCHER" as its code ran it (NTPO with another
   action-boundary bootstrap).
+* :mod:`.archer` -- the published ArCHer: an off-policy utterance-level critic (Q, V, target
+  network, replay buffer) and a token-level actor.
 
 :func:`get_algorithm` finds them by name and users' own algorithms by spec.
 """
@@ -23,6 +25,7 @@ ALGORITHMS: dict[str, str] = {
     "grpo": "agentbench_poad.baselines.grpo:GRPO",
     "gigpo": "agentbench_poad.baselines.gigpo:GiGPO",
     "archer-adrl": "agentbench_poad.baselines.archer_adrl:ArcherADRL",
+    "archer": "agentbench_poad.baselines.archer:Archer",
 }
 
 

@@ -1,0 +1,703 @@
+"""ArCHer: the published off-policy hierarchical actor-critic (Zhou et al., ICML 2024).
+
+"ArCHer: Training Language Model Agents via Hierarchical Multi-Turn RL" trains two levels at once:
+an **utterance-level critic** learned off-policy by temporal differences from a replay buffer, and
+a **token-level actor** whose every token is credited with that critic's advantage of the whole
+utterance. This is the published method; ``archer-adrl`` (baselines/archer_adrl.py) is what the
+POAD paper's code ran under the name "ARCHER", an on-policy token-level PPO variant.
+
+**What one update does** (the trainer calls ``collect``, ``bootstrap_values``,
+``compute_advantages`` and the shared ``update``; ``make_critic`` returns None, so the shared
+update takes no on-policy critic step and the critic below is trained here instead):
+
+1. *Replay.* Every rollout step becomes a transition (observation, its offered actions, action
+   text and tokens, reward, next observation, done) in a :class:`ReplayBuffer` of
+   ``replay_capacity`` transitions (oldest overwritten first). ``done`` is a terminal state only:
+   a time-limit truncation keeps the observation the limit cut the episode at as its next
+   observation and bootstraps from it (Gymnasium's rule, as every agent here). The last step of a
+   rollout waits for the next rollout's first observation (``pending``, checkpointed).
+2. *Critic.* ``critic_updates`` steps, each on ``critic_batch_size`` transitions drawn uniformly
+   with replacement from the buffer (the buffer's own seeded generator). Twin heads Q1, Q2 read
+   the frozen model's features ``[h(s); h(s, a)]`` (``h(s)`` at the observation's last token,
+   ``h(s, a)`` after the action's last token: the project's ``critic_features``), twin heads V1,
+   V2 read ``h(s)``. Targets come from a Polyak-averaged copy (``tau``, after every step)::
+
+       Q_i(s, a) <- r + γ (1 − done) V̄_i(s')
+       V_i(s)    <- Σ_a π(a | s) Q̄_i(s, a)     (offered actions, current policy)
+
+   Loss: the sum of the four heads' mean squared errors (:func:`critic_targets` computes both
+   targets; tests/test_archer.py checks it against a plain loop).
+3. *Actor.* Each sample of the rollout gets ``A = min(Q1, Q2)(s, a) − min(V1, V2)(s)`` from the
+   trained online critic, on every token of its action, and the shared token-level PPO loss runs
+   on it: the ratio of the LM's token probabilities, the clip, the dual clip and the log-ratio
+   clamp, the shared KL guard, reward-free rule and budgets (rl/ppo.py, rl/token_level.py). For
+   the first ``warmup_updates`` updates the actor is held (the shared update's ``train_policy``
+   switch) while the critic learns.
+
+**From the paper and its code** (github.com/YifeiZhou02/ArCHer): the utterance-level Q and V
+with TD targets ``r + γ(1 − d)V̄(s')`` and ``Q̄(s, a)``; twin Q and V heads with the minimum of
+each pair in the advantage; a target network soft-updated after every critic step with τ = 0.1;
+a replay buffer of 100,000 transitions sampled uniformly; 50 critic steps of 256 transitions per
+iteration; critic lr 2e-5 (1e-5 in some of its configs); 3 actor steps per iteration; 10-20
+warm-up iterations of critic-only training; the advantage given to every token of the utterance;
+no entropy bonus.
+
+**Changed here, and why.**
+
+* *V target: the expectation over the offered actions* instead of one action sampled from the
+  current policy: the same quantity without its sampling noise (and no generator to checkpoint).
+  With open actions (DataSciCoding) the target is ``Q̄(s, a)`` of the replayed action: sampling
+  a fresh program for every replayed observation costs a generation per critic sample.
+* *Features:* the frozen policy model's last-layer features (the project's critic path, cached
+  per (observation, action)) instead of a separately fine-tuned RoBERTa encoder; the heads are
+  the project's bias-free MLPs (``critic_hidden_sizes``).
+* *Actor data:* the latest rollout's observations and actions (sampled by the current policy,
+  so on-policy as in the paper) instead of buffer observations with freshly sampled actions,
+  and the shared PPO loss (the paper's plain policy gradient is its first step at ratio 1) with
+  advantages normalised per minibatch, like every agent here.
+* *Shared safeguards:* AdamW (eps 1e-5), grad-norm clip ``max_grad_norm`` for both networks
+  (the paper clips at 1.0), the family's protocol discount ``gamma`` (the paper's 0.95).
+* *Scale:* an "iteration" of the paper plays 128 episodes (~2,000 transitions); an update here
+  plays ``num_envs × rollout_length`` steps. The paper-scale presets keep the paper's per-
+  iteration numbers (50 × 256 critic samples per update, 20 warm-up updates), which replays each
+  transition more often than the paper did. The CPU preset (``--preset mini``) keeps the paper's
+  replay ratio instead: 8 steps × 64 = 512 samples per 128 new transitions (~4×; the paper's
+  12,800 per ~2,000 is ~6×), a buffer of 4,096 transitions (32 updates; the paper's holds ~50
+  iterations) and one warm-up update; the rest is the shared CPU preset (rl/config.py).
+
+``lam``, ``value_coef`` and the value clip are unused (no GAE, no on-policy value loss).
+
+**Exact resume:** :meth:`Archer.state_dict` holds the online and target critics, the critic's
+optimiser, the replay buffer (texts interned) with its sampling generator, the pending
+transitions and the update count; tests/test_archer.py kills a run with SIGKILL and checks that
+the resumed run's updates equal an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from agentbench_poad.baselines.poad import _COMMON, _GAMMA
+from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
+from agentbench_poad.rl.config import MINI_SUFFIX, PPOConfig
+from agentbench_poad.rl.critic import TargetCritic, ValueHead
+from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, make_adamw
+from agentbench_poad.rl.token_level import token_grid, token_level_evaluation
+
+__all__ = [
+    "Archer",
+    "ArcherConfig",
+    "ArcherCritic",
+    "ReplayBuffer",
+    "Transition",
+    "critic_targets",
+]
+
+#: ArCHer's own values at paper scale (see the module docstring for their sources).
+_PAPER: dict[str, Any] = {
+    "replay_capacity": 100_000,
+    "tau": 0.1,
+    "critic_updates": 50,
+    "critic_batch_size": 256,
+    "warmup_updates": 20,
+    "critic_lr": 2e-5,
+    "entropy_coef": 0.0,
+    "epochs": 3,
+    "num_minibatches": 1,
+}
+_ACTOR_LR = {"overcooked": 5e-7, "virtualhome": 1e-6, "datascicoding": 1e-6}
+
+#: On top of the shared CPU preset (rl/config.py MINI_PRESETS): the paper's replay ratio at the
+#: CPU preset's 128 steps per update (DataSciCoding: 16 programs per update, so 4 × 16).
+_MINI: dict[str, dict[str, Any]] = {
+    family: {
+        "replay_capacity": 4096,
+        "critic_updates": 8 if family != "datascicoding" else 4,
+        "critic_batch_size": 64 if family != "datascicoding" else 16,
+        "warmup_updates": 1,
+    }
+    for family in _ACTOR_LR
+}
+
+
+@dataclass
+class ArcherConfig(PPOConfig):
+    """ArCHer hyper-parameters; the rest as :class:`PPOConfig` (``lam``, ``value_coef`` unused).
+
+    Presets: ``overcooked``, ``virtualhome``, ``datascicoding`` (paper scale: the shared
+    Appendix J values of the PPO agents for rollouts, clip and KL guard, POAD's actor lr for the
+    family, ArCHer's own values for the rest) and their ``-mini`` CPU presets (module docstring).
+    """
+
+    replay_capacity: int = 100_000
+    """Transitions the replay buffer keeps (oldest overwritten first); the paper's 100,000."""
+    tau: float = 0.1
+    """Polyak weight of the online critic in each target update, after every critic step
+    (``target <- (1 − tau) target + tau online``); the paper's 0.1."""
+    critic_updates: int = 50
+    """Critic gradient steps per update, each on a fresh minibatch from the buffer; the paper's
+    50 per iteration."""
+    critic_batch_size: int = 256
+    """Transitions per critic step (drawn with replacement); the paper's 8 × 32 accumulation."""
+    warmup_updates: int = 0
+    """The first updates train the critic only (the actor is held); the paper's 10-20."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        family: {
+            **_COMMON,
+            **_PAPER,
+            "lr": lr,
+            "gamma": _GAMMA[family],
+            **({"max_new_tokens": 128} if family == "datascicoding" else {}),
+        }
+        for family, lr in _ACTOR_LR.items()
+    }
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("replay_capacity", "critic_batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for name in ("critic_updates", "warmup_updates"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(
+                f"tau must be in (0, 1] (1 copies the online critic), got {self.tau!r}"
+            )
+
+    @classmethod
+    def preset(cls, name: str | None, **overrides: Any) -> PPOConfig:
+        """As :meth:`PPOConfig.preset`; a ``-mini`` preset also takes ArCHer's CPU values."""
+        if name is not None and name.endswith(MINI_SUFFIX):
+            overrides = {**_MINI.get(name[: -len(MINI_SUFFIX)], {}), **overrides}
+        return super().preset(name, **overrides)
+
+
+# -- replay buffer ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Transition:
+    """One action-level step of the replay buffer."""
+
+    observation: str
+    available_actions: tuple[str, ...] | None
+    """The actions offered at ``observation`` (None: open actions); the V target's support."""
+    action: str
+    action_ids: tuple[int, ...]
+    """The action's tokens as appended after the observation's."""
+    reward: float
+    next_observation: str | None
+    """The observation after the action (where a time limit cut the episode: the one it cut
+    at); None after a terminal state."""
+    done: bool
+    """A terminal state: nothing to bootstrap."""
+
+
+def _pack(items: Sequence[Transition]) -> dict[str, Any]:
+    """Transitions as plain columns (checkpoints are read with ``weights_only=True``); each
+    distinct text is stored once (observations repeat a lot)."""
+    table: dict[str, int] = {}
+
+    def ref(text: str | None) -> int:
+        return -1 if text is None else table.setdefault(text, len(table))
+
+    return {
+        "observation": [ref(t.observation) for t in items],
+        "available_actions": [
+            None if t.available_actions is None else [ref(a) for a in t.available_actions]
+            for t in items
+        ],
+        "action": [ref(t.action) for t in items],
+        "action_ids": [list(t.action_ids) for t in items],
+        "reward": [float(t.reward) for t in items],
+        "next_observation": [ref(t.next_observation) for t in items],
+        "done": [bool(t.done) for t in items],
+        "texts": list(table),
+    }
+
+
+def _unpack(packed: dict[str, Any]) -> list[Transition]:
+    """Inverse of :func:`_pack`."""
+    texts = packed["texts"]
+
+    def text(i: int) -> str | None:
+        return None if i < 0 else texts[i]
+
+    return [
+        Transition(
+            observation=texts[o],
+            available_actions=None if offered is None else tuple(texts[a] for a in offered),
+            action=texts[a],
+            action_ids=tuple(int(x) for x in ids),
+            reward=float(r),
+            next_observation=text(n),
+            done=bool(d),
+        )
+        for o, offered, a, ids, r, n, d in zip(
+            packed["observation"],
+            packed["available_actions"],
+            packed["action"],
+            packed["action_ids"],
+            packed["reward"],
+            packed["next_observation"],
+            packed["done"],
+        )
+    ]
+
+
+class ReplayBuffer:
+    """A ring buffer of :class:`Transition` with seeded uniform sampling (with replacement).
+
+    Args:
+        capacity: transitions kept; the next one overwrites the oldest.
+        seed: seeds the sampling generator (saved and restored with the buffer).
+    """
+
+    def __init__(self, capacity: int, seed: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"ReplayBuffer capacity must be >= 1, got {capacity!r}")
+        self.capacity = int(capacity)
+        self.items: list[Transition] = []
+        self.inserted = 0
+        self.generator = torch.Generator().manual_seed(int(seed))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def add(self, transition: Transition) -> None:
+        if len(self.items) < self.capacity:
+            self.items.append(transition)
+        else:
+            self.items[self.inserted % self.capacity] = transition
+        self.inserted += 1
+
+    def sample_indices(self, size: int) -> list[int]:
+        """``size`` positions drawn uniformly with replacement."""
+        if not self.items:
+            raise ValueError("cannot sample from an empty replay buffer")
+        drawn = torch.randint(len(self.items), (int(size),), generator=self.generator)
+        return drawn.tolist()
+
+    def sample(self, size: int) -> list[Transition]:
+        return [self.items[i] for i in self.sample_indices(size)]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "capacity": self.capacity,
+            "inserted": self.inserted,
+            "transitions": _pack(self.items),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if int(state["capacity"]) != self.capacity:
+            raise ValueError(
+                f"the checkpoint's replay buffer holds {state['capacity']} transitions, this "
+                f"run's {self.capacity}: resume with the run's own replay_capacity"
+            )
+        self.items = _unpack(state["transitions"])
+        self.inserted = int(state["inserted"])
+        self.generator.set_state(state["generator"].cpu())
+
+
+# -- critic ----------------------------------------------------------------------------------------
+class ArcherCritic(nn.Module):
+    """Twin utterance-level heads: Q1, Q2 on ``[h(s); h(s, a)]`` and V1, V2 on ``h(s)``.
+
+    Args:
+        hidden_size: the LM's hidden size H (features are H wide; Q reads 2H).
+        hidden_sizes: hidden widths of each head.
+        generator: draws the initial weights.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        hidden_sizes: Sequence[int],
+        *,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        self.q1 = ValueHead(2 * hidden_size, hidden_sizes, generator=generator)
+        self.q2 = ValueHead(2 * hidden_size, hidden_sizes, generator=generator)
+        self.v1 = ValueHead(hidden_size, hidden_sizes, generator=generator)
+        self.v2 = ValueHead(hidden_size, hidden_sizes, generator=generator)
+
+    def q(self, state: torch.Tensor, pair: torch.Tensor) -> torch.Tensor:
+        """``(2, B)``: both Q heads on state features ``(B, H)`` and pair features ``(B, H)``."""
+        joint = torch.cat([state, pair], dim=-1)
+        return torch.stack([self.q1(joint), self.q2(joint)])
+
+    def v(self, state: torch.Tensor) -> torch.Tensor:
+        """``(2, B)``: both V heads on state features ``(B, H)``."""
+        return torch.stack([self.v1(state), self.v2(state)])
+
+
+def critic_targets(
+    rewards: torch.Tensor,
+    dones: torch.Tensor,
+    next_values: torch.Tensor,
+    candidate_q: torch.Tensor,
+    candidate_probs: torch.Tensor,
+    candidate_owner: torch.Tensor,
+    gamma: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ArCHer's TD targets for a minibatch of ``B`` transitions, per twin head.
+
+    Args:
+        rewards: ``(B,)`` rewards.
+        dones: ``(B,)`` 1.0 after a terminal state.
+        next_values: ``(2, B)`` target V of each next observation (never read where done).
+        candidate_q: ``(2, M)`` target Q of each (observation, candidate action) pair.
+        candidate_probs: ``(M,)`` the current policy's probability of each candidate.
+        candidate_owner: ``(M,)`` long, the transition (0..B-1) each candidate belongs to.
+        gamma: the discount.
+
+    Returns:
+        ``(q_targets, v_targets)``, each ``(2, B)``: ``r + γ(1 − done)V̄(s')`` and
+        ``Σ_a π(a|s) Q̄(s, a)`` over each transition's candidates.
+    """
+    live = dones <= 0
+    bootstrap = torch.where(live, next_values, torch.zeros_like(next_values))
+    q_targets = rewards + gamma * bootstrap
+    v_targets = torch.zeros(
+        (candidate_q.shape[0], rewards.shape[0]), dtype=candidate_q.dtype, device=candidate_q.device
+    )
+    v_targets.index_add_(1, candidate_owner, candidate_q * candidate_probs)
+    return q_targets, v_targets
+
+
+# -- the agent -------------------------------------------------------------------------------------
+class Archer(PPOAgent):
+    """Off-policy utterance-level critic (Q, V, target network), token-level PPO actor."""
+
+    name = "archer"
+    config_class = ArcherConfig
+    supports_open_actions = True
+
+    #: Feature rows computed per ``critic_features`` call (its padded batch is rows × tokens).
+    FEATURE_CHUNK = 32
+
+    def __init__(self, config: ArcherConfig, policy: Any, *, seed: int = 0) -> None:
+        super().__init__(config, policy, seed=seed)
+        critic = ArcherCritic(
+            policy.hidden_size,
+            config.critic_hidden_sizes,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        self.utterance_critic = critic.to(policy.device)
+        self.target_critic = TargetCritic(self.utterance_critic, tau=config.tau)
+        self.utterance_optimizer = make_adamw(
+            list(self.utterance_critic.parameters()), config.critic_lr
+        )
+        replay_seed = int(np.random.SeedSequence([seed, 0xA4C3]).generate_state(1)[0] >> 1)
+        self.replay = ReplayBuffer(config.replay_capacity, replay_seed)
+        #: Per env, the rollout's last step while it waits for its next observation.
+        self.pending: dict[int, Transition] = {}
+        self.updates_seen = 0
+        #: The last critic phase's numbers (``value_loss``, ``critic_grad_norm``).
+        self.critic_metrics: dict[str, float] = {}
+        self._actor_config = config
+        self._held_config = dataclasses.replace(config, train_policy=False)
+
+    def make_critic(self, generator: torch.Generator) -> None:
+        """None: the shared update takes no on-policy critic step (the critic trains off-policy
+        in :meth:`compute_advantages`)."""
+        return None
+
+    # -- rollout --------------------------------------------------------------------------------
+    @torch.no_grad()
+    def collect(
+        self,
+        prompts: Sequence[str],
+        available_actions: Sequence[Sequence[str] | None],
+        generator: torch.Generator,
+    ) -> list[StepRecord]:
+        """Sample from the categorical over the offered actions, or generate (open actions)."""
+        samples = self.policy.act(list(prompts), list(available_actions), generator=generator)
+        return [
+            StepRecord(
+                prompt=p,
+                available_actions=None if a is None else list(a),
+                sample=s,
+                values=[],  # the advantages come from the critic after its TD steps
+            )
+            for p, a, s in zip(prompts, available_actions, samples)
+        ]
+
+    @torch.no_grad()
+    def bootstrap_values(self, prompts: Sequence[str]) -> np.ndarray:
+        """``min(V1, V2)`` of the online critic (the TD targets read the target network and the
+        replay buffer; the trainer keeps these for its truncation bookkeeping)."""
+        states = self._state_features(list(prompts))
+        return self.utterance_critic.v(states).min(dim=0).values.double().cpu().numpy()
+
+    # -- credit assignment ----------------------------------------------------------------------
+    def compute_advantages(self, buffer: RolloutBuffer) -> None:
+        """Replay the rollout, train the critic, and give each sample ``min Q − min V``."""
+        self._admit(buffer)
+        self.critic_metrics = self.train_critic()
+        prompts = buffer.flat("prompt")
+        states = self._state_features(prompts)
+        pairs = self._pair_features(list(zip(prompts, buffer.flat_samples("token_ids"))))
+        with torch.no_grad():
+            q = self.utterance_critic.q(states, pairs).min(dim=0).values
+            v = self.utterance_critic.v(states).min(dim=0).values
+        shape = (len(buffer.steps), buffer.num_envs)
+        buffer.advantages = (q - v).double().cpu().numpy().reshape(shape)
+        buffer.returns = q.double().cpu().numpy().reshape(shape)
+        self.updates_seen += 1
+        # The actor is held during the warm-up through the shared update's own switch.
+        warm = self.updates_seen <= self._actor_config.warmup_updates
+        self.config = self._held_config if warm else self._actor_config
+
+    def _admit(self, buffer: RolloutBuffer) -> None:
+        """The rollout's transitions into the replay buffer (the last step of each env waits for
+        the next rollout's first observation, unless its episode ended)."""
+        steps = buffer.steps
+        for env, waiting in sorted(self.pending.items()):
+            self.replay.add(dataclasses.replace(waiting, next_observation=steps[0][env].prompt))
+        self.pending = {}
+        for t, step in enumerate(steps):
+            for env, record in enumerate(step):
+                if record.terminated:
+                    following = None
+                elif record.truncated:
+                    following = record.final_observation
+                elif t + 1 < len(steps):
+                    following = steps[t + 1][env].prompt
+                else:
+                    self.pending[env] = _transition(record, None)
+                    continue
+                self.replay.add(_transition(record, following))
+
+    def train_critic(self) -> dict[str, float]:
+        """``critic_updates`` TD steps on minibatches of the replay buffer, each followed by the
+        target network's Polyak update; returns the mean loss and pre-clip grad norm."""
+        config = self._actor_config
+        if not len(self.replay) or not config.critic_updates:
+            return {}
+        draws = [
+            [self.replay.items[i] for i in self.replay.sample_indices(config.critic_batch_size)]
+            for _ in range(config.critic_updates)
+        ]
+        tables = _FeatureTables(self, [t for draw in draws for t in draw])
+        losses, norms = [], []
+        parameters = list(self.utterance_critic.parameters())
+        for draw in draws:
+            batch = tables.batch(draw)
+            with torch.no_grad():
+                next_values = self.target_critic.target.v(batch["next_states"])
+                candidate_q = self.target_critic.target.q(
+                    batch["candidate_states"], batch["candidate_pairs"]
+                )
+                q_targets, v_targets = critic_targets(
+                    batch["rewards"],
+                    batch["dones"],
+                    next_values,
+                    candidate_q,
+                    batch["candidate_probs"],
+                    batch["candidate_owner"],
+                    config.gamma,
+                )
+            q = self.utterance_critic.q(batch["states"], batch["pairs"])
+            v = self.utterance_critic.v(batch["states"])
+            loss = ((q - q_targets) ** 2).mean(dim=1).sum() + ((v - v_targets) ** 2).mean(
+                dim=1
+            ).sum()
+            if not torch.isfinite(loss):
+                from agentbench_poad.rl.ppo import NonFiniteLossError
+
+                raise NonFiniteLossError(
+                    f"non-finite ArCHer critic loss {float(loss)}: lower critic_lr, or resume "
+                    "from the last checkpoint"
+                )
+            self.utterance_optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
+            self.utterance_optimizer.step()
+            self.target_critic.update()
+            losses.append(float(loss.detach()) / 4.0)  # the mean of the four heads' MSEs
+            norms.append(float(norm))
+        return {"value_loss": float(np.mean(losses)), "critic_grad_norm": float(np.mean(norms))}
+
+    # -- features -------------------------------------------------------------------------------
+    @torch.no_grad()
+    def _state_features(self, observations: Sequence[str]) -> torch.Tensor:
+        """``(B, H)``: the frozen features at each observation's last token."""
+        rows = []
+        for start in range(0, len(observations), self.FEATURE_CHUNK):
+            chunk = list(observations[start : start + self.FEATURE_CHUNK])
+            features, _ = self.policy.critic_features(chunk)
+            rows.append(features[:, 0])
+        return torch.cat(rows) if rows else torch.zeros(0, self.policy.hidden_size)
+
+    @torch.no_grad()
+    def _pair_features(self, pairs: Sequence[tuple[str, Sequence[int]]]) -> torch.Tensor:
+        """``(B, H)``: the frozen features after each action's last token (the observation's own
+        features for an empty action)."""
+        rows = []
+        for start in range(0, len(pairs), self.FEATURE_CHUNK):
+            chunk = pairs[start : start + self.FEATURE_CHUNK]
+            features, _ = self.policy.critic_features(
+                [p for p, _ in chunk], [list(ids) for _, ids in chunk]
+            )
+            last = torch.tensor([len(ids) for _, ids in chunk], device=features.device)
+            rows.append(features[torch.arange(len(chunk), device=features.device), last])
+        return torch.cat(rows) if rows else torch.zeros(0, self.policy.hidden_size)
+
+    # -- loss granularity: one PPO term per action token ----------------------------------------
+    def make_batch(self, buffer: RolloutBuffer) -> PPOBatch:
+        """One column per action token; every token carries its action's ``Q − V``."""
+        old_log_probs, mask = token_grid(buffer.flat_samples("token_log_probs"))
+        advantages = torch.as_tensor(
+            np.asarray(buffer.advantages, dtype=np.float64).reshape(-1), dtype=torch.float32
+        )
+        zeros = torch.zeros(mask.shape)
+        return PPOBatch(
+            old_log_probs=old_log_probs,
+            advantages=advantages[:, None] * mask,
+            returns=zeros,
+            old_values=zeros,
+            mask=mask,
+            extras={
+                "prompts": buffer.flat("prompt"),
+                "token_ids": buffer.flat_samples("token_ids"),
+            },
+        )
+
+    def evaluate_policy(self, batch: PPOBatch) -> PolicyEvaluation:
+        """Per-token log-probs and full-vocabulary entropies of the stored action tokens (with
+        offered actions, the categoricals ride along for the shared KL guard)."""
+        return token_level_evaluation(self.policy, batch)
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The base's (policy optimiser) plus both critics, their optimiser, the replay buffer
+        with its generator, the pending transitions and the update count."""
+        envs = sorted(self.pending)
+        return {
+            **super().state_dict(),
+            "archer": {
+                "critic": self.utterance_critic.state_dict(),
+                "target_critic": self.target_critic.target.state_dict(),
+                "critic_optimizer": self.utterance_optimizer.state_dict(),
+                "replay": self.replay.state_dict(),
+                "pending_envs": envs,
+                "pending": _pack([self.pending[e] for e in envs]),
+                "updates_seen": self.updates_seen,
+            },
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        own = state["archer"]
+        self.utterance_critic.load_state_dict(own["critic"])
+        self.target_critic.target.load_state_dict(own["target_critic"])
+        self.utterance_optimizer.load_state_dict(own["critic_optimizer"])
+        self.replay.load_state_dict(own["replay"])
+        self.pending = dict(zip(own["pending_envs"], _unpack(own["pending"])))
+        self.updates_seen = int(own["updates_seen"])
+        warm = self.updates_seen <= self._actor_config.warmup_updates
+        self.config = self._held_config if warm else self._actor_config
+
+
+def _transition(record: StepRecord, following: str | None) -> Transition:
+    offered = record.available_actions
+    return Transition(
+        observation=record.prompt,
+        available_actions=None if offered is None else tuple(offered),
+        action=record.sample.text,
+        action_ids=tuple(int(x) for x in record.sample.token_ids),
+        reward=float(record.reward),
+        next_observation=following,
+        done=bool(record.terminated),
+    )
+
+
+class _FeatureTables:
+    """The frozen features and current-policy probabilities one critic phase needs, each
+    distinct observation and (observation, action) computed once; :meth:`batch` gathers a
+    minibatch's rows.
+
+    The policy does not change during the critic phase, so ``π(a | s)`` over each observation's
+    offered actions is computed once here (no gradient).
+    """
+
+    def __init__(self, agent: Archer, transitions: Sequence[Transition]) -> None:
+        self.agent = agent
+        policy = agent.policy
+        states: dict[str, int] = {}
+        pairs: dict[tuple[str, tuple[int, ...]], int] = {}
+        offered: dict[tuple[str, tuple[str, ...]], None] = {}
+        for t in transitions:
+            states.setdefault(t.observation, len(states))
+            pairs.setdefault((t.observation, t.action_ids), len(pairs))
+            if not t.done and t.next_observation is not None:
+                states.setdefault(t.next_observation, len(states))
+            if t.available_actions is not None:
+                offered.setdefault((t.observation, t.available_actions), None)
+        #: per (observation, offered actions): the pair rows of the candidates and their probs
+        self.candidates: dict[tuple[str, tuple[str, ...]], tuple[list[int], torch.Tensor]] = {}
+        keys = list(offered)
+        if keys:
+            with torch.no_grad():
+                log_probs = policy.candidate_log_probs(
+                    [o for o, _ in keys], [list(a) for _, a in keys]
+                )
+            for (observation, actions), lp in zip(keys, log_probs):
+                rows = []
+                for action in actions:
+                    ids = tuple(policy.encode_action(observation, action))
+                    rows.append(pairs.setdefault((observation, ids), len(pairs)))
+                self.candidates[(observation, actions)] = (rows, lp.detach().exp().float())
+        self.state_rows = states
+        self.pair_rows = pairs
+        self.states = agent._state_features(list(states))
+        self.pairs = agent._pair_features(list(pairs))
+
+    def batch(self, transitions: Sequence[Transition]) -> dict[str, torch.Tensor]:
+        """Rows, rewards, dones and the V target's candidates of a minibatch."""
+        device = self.states.device
+        state_index = [self.state_rows[t.observation] for t in transitions]
+        pair_index = [self.pair_rows[(t.observation, t.action_ids)] for t in transitions]
+        next_index = [
+            0 if t.done or t.next_observation is None else self.state_rows[t.next_observation]
+            for t in transitions
+        ]
+        owner: list[int] = []
+        candidate_pairs: list[int] = []
+        probs: list[torch.Tensor] = []
+        for b, (t, pair) in enumerate(zip(transitions, pair_index)):
+            if t.available_actions is None:  # open actions: the replayed action (module doc)
+                rows, p = [pair], torch.ones(1)
+            else:
+                rows, p = self.candidates[(t.observation, t.available_actions)]
+            owner += [b] * len(rows)
+            candidate_pairs += rows
+            probs.append(p.cpu())
+
+        def index(rows: list[int]) -> torch.Tensor:
+            return torch.tensor(rows, dtype=torch.long, device=device)
+
+        owner_t = index(owner)
+        return {
+            "states": self.states[index(state_index)],
+            "pairs": self.pairs[index(pair_index)],
+            "next_states": self.states[index(next_index)],
+            "rewards": torch.tensor([t.reward for t in transitions], device=device),
+            "dones": torch.tensor([float(t.done) for t in transitions], device=device),
+            "candidate_states": self.states[index(state_index)][owner_t],
+            "candidate_pairs": self.pairs[index(candidate_pairs)],
+            "candidate_probs": torch.cat(probs).to(device),
+            "candidate_owner": owner_t,
+        }
