@@ -1,4 +1,10 @@
-"""A uniformly random agent: the lower anchor of the leaderboard's normalised scores."""
+"""A uniformly random agent: the lower anchor of the leaderboard's normalised scores.
+
+In open-action environments (DataSciCoding) "random" has two readings: :class:`RandomAgent`'s
+default empty body, a failed attempt that scores 0, and :func:`make_random_program_agent`'s
+chance-level program, a classifier that carries no information (ROC AUC exactly 0.5), the
+anchor the board's below-random rule needs where a score is an AUC.
+"""
 
 from __future__ import annotations
 
@@ -37,3 +43,18 @@ class RandomAgent:
 def make_random_agent(env=None, seed: int | None = 0) -> RandomAgent:  # noqa: ANN001
     """Factory with the same shape as ``make_oracle`` (the env is not needed)."""
     return RandomAgent(seed=seed)
+
+
+#: A DataSciCoding body whose classifier predicts the same probability for every row: it runs
+#: on any table (NaN included) and ranks nothing, so its ROC AUC is exactly 0.5 on every split.
+CHANCE_PROGRAM = (
+    "from sklearn.dummy import DummyClassifier\n"
+    'model = DummyClassifier(strategy="uniform").fit(x_train, y_train)'
+)
+
+
+def make_random_program_agent(env=None, seed: int | None = 0) -> RandomAgent:  # noqa: ANN001
+    """The random row of an open-action (DataSciCoding) task: :data:`CHANCE_PROGRAM` as every
+    answer, so the board's score (the final AUC) is chance, 0.5; with offered actions it picks
+    uniformly as :class:`RandomAgent` does."""
+    return RandomAgent(seed=seed, fallback_action=CHANCE_PROGRAM)
