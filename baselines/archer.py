@@ -404,8 +404,9 @@ class Archer(PPOAgent):
         #: Per env, the rollout's last step while it waits for its next observation.
         self.pending: dict[int, Transition] = {}
         self.updates_seen = 0
-        #: The last critic phase's numbers (``value_loss``, ``critic_grad_norm``).
-        self.critic_metrics: dict[str, float] = {}
+        #: The last critic phase's ``value_loss`` (mean of the four heads' MSE) and
+        #: ``critic_grad_norm``: the trainer logs them in place of the shared update's nulls.
+        self.update_metrics: dict[str, float] = {}
         self._actor_config = config
         self._held_config = dataclasses.replace(config, train_policy=False)
 
@@ -445,7 +446,7 @@ class Archer(PPOAgent):
     def compute_advantages(self, buffer: RolloutBuffer) -> None:
         """Replay the rollout, train the critic, and give each sample ``min Q − min V``."""
         self._admit(buffer)
-        self.critic_metrics = self.train_critic()
+        self.update_metrics = self.train_critic()
         prompts = buffer.flat("prompt")
         states = self._state_features(prompts)
         pairs = self._pair_features(list(zip(prompts, buffer.flat_samples("token_ids"))))

@@ -297,6 +297,7 @@ def test_trains_and_resumes_exactly(tiny_model, tmp_path, monkeypatch):
     assert [r["update"] for r in rows] == [1, 2, 3, 4, 5]
     assert rows[0]["policy_steps_taken"] == 0  # the warm-up update holds the actor
     assert any(r["policy_steps_taken"] > 0 for r in rows[1:])
+    assert all(r["value_loss"] is not None and r["critic_grad_norm"] > 0 for r in rows)
     saved = archer_state(full)
     assert len(saved["replay"]["transitions"]["reward"]) == 8  # the buffer filled and wrapped
     assert saved["replay"]["inserted"] > 8

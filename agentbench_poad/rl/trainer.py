@@ -314,12 +314,16 @@ def _learn(agent: Any, buffer: Any, session: _Session, update: int) -> dict[str,
     try:
         bootstrap(agent, buffer, session.slots)
         agent.compute_advantages(buffer)
-        return agent.update(buffer, session.generators["shuffle"])
+        losses = agent.update(buffer, session.generators["shuffle"])
     except NonFiniteLossError as exc:
         raise NonFiniteLossError(
             f"update {update} of {session.run.path}: {exc}; the run's last checkpoint is "
             f"update {session.state.update}"
         ) from exc
+    # An algorithm that trains a network outside the shared update (ArCHer's off-policy critic,
+    # in compute_advantages) reports it in ``agent.update_metrics``; its keys replace the shared
+    # update's (whose value_loss is null when it took no critic step).
+    return {**losses, **(getattr(agent, "update_metrics", None) or {})}
 
 
 def planned_updates(algorithm: type, total_steps: int, batch_size: int) -> int:
