@@ -1,16 +1,18 @@
-"""The tables of docs/results.md, generated from the records (``leaderboard results-tables``).
+"""The tables of the results pages, generated from the records (``leaderboard results-tables``).
 
-docs/results.md keeps its prose by hand; each table that states numbers of the records sits
-between two HTML comments::
+The results pages (:data:`PAGES`: docs/results.md and one page per study under docs/results/)
+keep their prose by hand; each table that states numbers of the records sits between two HTML
+comments::
 
     <!-- results-tables: NAME -->
     ...generated table...
     <!-- /results-tables: NAME -->
 
-and ``agentbench-poad leaderboard results-tables --write docs/results.md`` replaces the text
-between them with :func:`tables` ``[NAME]``; ``--check`` exits 1 when the file differs from what
-the records give (a test runs it on the committed file). So a table cannot drift from the
-records, and a verdict word in the comparison table follows its CI (:func:`.stats.verdict`).
+and ``agentbench-poad leaderboard results-tables --write`` replaces the text between them with
+:func:`tables` ``[NAME]`` on every page (or on the pages it is given); ``--check`` exits 1 when
+a page differs from what the records give (a test runs it on the committed pages). So a table
+cannot drift from the records, and a verdict word in the comparison table follows its CI
+(:func:`.stats.verdict`).
 
 Tables (NAME): per env, the rows of our records (``env:<env id>``) and the learning curves
 (``curves:<env id>``); the paper's Table 1 layout with our rows, per seed for trained agents
@@ -26,7 +28,8 @@ env, each agent's normalised area under its runs' curves (``speed:<env id>``) an
 comparison with its verdict (``speed-pairs:<env id>``), in :mod:`.speed`; what one study's
 verdicts became in a later
 study of the same pairs, from the board and its history together (``changes:BEFORE:AFTER``,
-study names). The record tables
+study names); the summary that opens docs/results.md, one row per comparison that tests a
+claim of the paper (``summary``, :mod:`.summary`, the board and its history). The record tables
 live in :mod:`.record_tables`, the fair comparison's in :mod:`.fair_tables`; this module finds
 the regions, fills them and is the command.
 """
@@ -56,6 +59,10 @@ from agentbench_poad.leaderboard.report.record_tables import curves_table, env_t
 from agentbench_poad.leaderboard.report.run_curves import run_curves_table
 from agentbench_poad.leaderboard.report.speed import speed_pairs_table, speed_table
 from agentbench_poad.leaderboard.report.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from agentbench_poad.leaderboard.report.summary import summary_table
+
+#: The results pages, relative to the repository root: the command's default.
+PAGES = ("docs/results.md", "docs/results/*.md")
 
 MARKER = re.compile(
     r"(<!-- results-tables: (?P<name>[^ ]+) -->\n)(?P<body>.*?)(<!-- /results-tables: (?P=name) -->)",
@@ -110,7 +117,7 @@ def fill(
     ``root`` (default: the current directory); ``run-curves:SPEC:OUT:ENV`` reads the same
     study's evaluation runs on ENV (:func:`.run_curves.run_curves_table`). A region
     ``changes:BEFORE:AFTER`` reads the records and ``history`` (the records the board's history
-    holds) together.
+    holds) together, and so does ``summary`` (:mod:`.summary`).
 
     Raises:
         ValueError: a region names a table the records cannot give.
@@ -147,6 +154,9 @@ def fill(
             every = [*inputs.records, *display_safe(list(history))]
             table = verdict_changes_table(every, before, after)
             return f"{match.group(1)}{table}\n{match.group(4)}"
+        if name == "summary":
+            table = summary_table(inputs.records, display_safe(list(history)))
+            return f"{match.group(1)}{table}\n{match.group(4)}"
         if name.startswith("margins:") and name.count(":") == 2:
             _, pair, envs = name.split(":")
             return f"{match.group(1)}{_margins(pair, envs.split(','))}\n{match.group(4)}"
@@ -164,18 +174,32 @@ def add_parser(sub: Any) -> None:
     """``leaderboard results-tables``: the hook ``cli/leaderboard.py`` calls."""
     t = sub.add_parser(
         "results-tables",
-        help="regenerate the marked tables of docs/results.md from the records",
+        help="regenerate the marked tables of the results pages from the records",
         description=__doc__.split("\n\n")[0],
     )
-    t.add_argument("file", nargs="?", default="docs/results.md", help="the Markdown file")
+    t.add_argument(
+        "files",
+        nargs="*",
+        metavar="file",
+        help="Markdown pages to fill (default: docs/results.md and docs/results/*.md)",
+    )
     mode = t.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="rewrite the file in place")
+    mode.add_argument("--write", action="store_true", help="rewrite the pages in place")
     mode.add_argument(
-        "--check", action="store_true", help="exit 1 if the file differs from the records"
+        "--check", action="store_true", help="exit 1 if a page differs from the records"
     )
     t.add_argument("--paper", help="paper_results.json to use (default: the shipped one)")
     t.add_argument("--store", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     t.set_defaults(func=run)
+
+
+def pages(root: Path | None = None) -> list[Path]:
+    """The results pages (:data:`PAGES`) under ``root`` (default: the current directory)."""
+    base = Path.cwd() if root is None else Path(root)
+    found: list[Path] = []
+    for pattern in PAGES:
+        found += sorted(base.glob(pattern))
+    return found
 
 
 def run(args: argparse.Namespace) -> int:
@@ -183,41 +207,66 @@ def run(args: argparse.Namespace) -> int:
     from agentbench_poad.leaderboard.report.paper import load_paper
 
     store = getattr(args, "store", None)
-    records = load_records(store)
-    path = Path(args.file)
-    if not path.exists():
-        print(f"{path}: no such file; pass the Markdown file to fill", file=sys.stderr)
-        return 2
-    text = path.read_text(encoding="utf-8")
-    if not MARKER.search(text):
+    paths = [Path(f) for f in args.files] or pages()
+    if not paths:
         print(
-            f"{path}: no `<!-- results-tables: NAME -->` region; add one where a table goes",
+            "no results page here (docs/results.md, docs/results/*.md); pass the Markdown "
+            "file(s) to fill, or run from the repository root",
             file=sys.stderr,
         )
         return 2
-    try:
-        history = load_records(history_store(store)) if "results-tables: changes:" in text else []
-        new = fill(text, records, load_paper(args.paper), history=history)
-    except ValueError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    if args.write:
-        if new != text:
-            path.write_text(new, encoding="utf-8")
-        print(f"wrote {path}" if new != text else f"{path} is up to date")
-        return 0
-    if args.check:
-        if new != text:
+    texts = {}
+    for path in paths:
+        if not path.exists():
+            print(f"{path}: no such file; pass the Markdown file to fill", file=sys.stderr)
+            return 2
+        texts[path] = path.read_text(encoding="utf-8")
+        if not MARKER.search(texts[path]):
             print(
-                f"{path}: its tables differ from the records; run `agentbench-poad leaderboard "
-                f"results-tables --write {path}`",
+                f"{path}: no `<!-- results-tables: NAME -->` region; add one where a table goes",
                 file=sys.stderr,
             )
-            return 1
-        print(f"{path} matches the records")
-        return 0
-    sys.stdout.write(new)
-    return 0
+            return 2
+    records = load_records(store)
+    needs_history = any(
+        "results-tables: changes:" in t or "results-tables: summary -->" in t
+        for t in texts.values()
+    )
+    history = load_records(history_store(store)) if needs_history else []
+    paper = load_paper(args.paper)
+    stale = []
+    for path, text in texts.items():
+        try:
+            new = fill(text, records, paper, history=history)
+        except ValueError as exc:
+            print(f"{path}: {exc}", file=sys.stderr)
+            return 2
+        if args.write:
+            if new != text:
+                path.write_text(new, encoding="utf-8")
+            print(f"wrote {path}" if new != text else f"{path} is up to date")
+        elif args.check:
+            if new != text:
+                stale.append(path)
+                print(
+                    f"{path}: its tables differ from the records; run `agentbench-poad "
+                    f"leaderboard results-tables --write {path}`",
+                    file=sys.stderr,
+                )
+            else:
+                print(f"{path} matches the records")
+        else:
+            sys.stdout.write(new)
+    return 1 if stale else 0
 
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CREDIT_PAIRS", "MARKER", "fill", "tables"]
+__all__ = [
+    "BOOTSTRAP_RESAMPLES",
+    "BOOTSTRAP_SEED",
+    "CREDIT_PAIRS",
+    "MARKER",
+    "PAGES",
+    "fill",
+    "pages",
+    "tables",
+]
