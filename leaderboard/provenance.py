@@ -28,9 +28,16 @@ A record states, in ``model``:
   :mod:`agentbench_poad.leaderboard.runs`); ``checkpoint`` the checkpoint it loads (the run's
   newest).
 
-:func:`attach_hashes` fills both (``leaderboard add`` and the backfill of committed records);
-:func:`check_hashes` recomputes them before ``verify`` loads any weights and fails naming the
-file that differs or is missing.
+* ``adapter_files`` -- for an agent whose kwargs name an ``adapter`` folder (``lm:`` agents with
+  an adapter trained elsewhere): ``{"path": <as the kwargs name it>, "files": {name: sha256}}``.
+
+:func:`attach_hashes` fills them (``leaderboard add`` and the backfill of committed records),
+with ``env.dataset`` for a DataSciCoding record
+(:func:`agentbench_poad.leaderboard.loadable.dataset_entry`); :func:`check_hashes` recomputes the
+base weights and run adapters before ``verify`` loads any weights and fails naming the file that
+differs or is missing; :func:`check_loaded_models` checks that the model the agent loads is
+``model.base``, :func:`check_adapter_files` the ``adapter`` folder's files
+(:meth:`agentbench_poad.leaderboard.loadable.RecordLoads.check_contents` runs all of them).
 """
 
 from __future__ import annotations
