@@ -192,9 +192,28 @@ def check_record_names(record: Mapping[str, Any]) -> Mapping[str, Any]:
         check_env_kwargs(config.get("env_kwargs"))
         check_agent_spec((record.get("agent") or {}).get("spec"))
         check_agent_spec(config.get("agent_spec"), "config.agent_spec")
+        for what, kwargs in (
+            ("config.agent_kwargs", config.get("agent_kwargs")),
+            ("agent.kwargs", (record.get("agent") or {}).get("kwargs")),
+        ):
+            named = (kwargs or {}).get(ADAPTER_KWARG) if isinstance(kwargs, Mapping) else None
+            if named is not None:
+                _check_adapter_name(named, f"{what}.{ADAPTER_KWARG}")
     except NotLoadable as exc:
         raise NotLoadable(f"{rid}: {exc}") from None
     return record
+
+
+def _check_adapter_name(named: Any, what: str) -> None:
+    """An ``adapter`` kwarg names a folder; a relative one does not climb out with ``..``."""
+    from agentbench_poad.leaderboard.runs import PathEscapes, check_relative
+
+    if not isinstance(named, str) or not named:
+        raise NotLoadable(f"{what} must name an adapter folder, got {named!r}")
+    try:
+        check_relative(named, what)
+    except PathEscapes as exc:
+        raise NotLoadable(str(exc)) from None
 
 
 # -- algorithms: the package's table only -----------------------------------------------------
