@@ -148,7 +148,7 @@ def test_round_trip_and_cli_overrides():
 
 
 def test_registry():
-    assert set(ALGORITHMS) == {"poad", "ntpo", "twosome", "grpo", "gigpo", "archer-adrl"}
+    assert set(ALGORITHMS) == {"poad", "ntpo", "twosome", "grpo", "gigpo", "archer-adrl", "archer"}
     assert get_algorithm("POAD") is POAD and get_algorithm("ntpo") is NTPO
     assert get_algorithm("twosome") is TWOSOME
     for name in ALGORITHMS:
@@ -157,7 +157,7 @@ def test_registry():
         prefix = name.replace("-", "").upper()
         assert cls.name == name and cls.config_class.__name__.upper().startswith(prefix)
     with pytest.raises(KeyError, match="choose one of"):
-        get_algorithm("archer")
+        get_algorithm("sarsa")
 
 
 def test_family_of():

@@ -137,7 +137,9 @@ def comparison_table(inputs: Inputs, env_ids: Sequence[str] | None = None) -> st
 #: step-level term adds to GRPO; no discount inside an action (POAD) against a discount per
 #: token (NTPO); a critic per token (POAD) against a critic per action (TWOSOME); the paper
 #: code's ARCHER against NTPO, which differ only in the action-boundary bootstrap (the value
-#: before the next action's last token against its first).
+#: before the next action's last token against its first); the published ArCHer's
+#: utterance-level off-policy critic (Q, V, target network; its advantage on every token)
+#: against POAD's token-level on-policy critic.
 CREDIT_PAIRS: tuple[tuple[str, str], ...] = (
     ("gigpo", "poad"),
     ("grpo", "poad"),
@@ -145,6 +147,7 @@ CREDIT_PAIRS: tuple[tuple[str, str], ...] = (
     ("poad", "ntpo"),
     ("poad", "twosome"),
     ("archer-adrl", "ntpo"),
+    ("archer", "poad"),
 )
 
 
