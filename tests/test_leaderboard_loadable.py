@@ -117,9 +117,23 @@ def test_no_command_imports_the_module_of_a_module_prefixed_env_id(
     code = main(argv)
     err = capsys.readouterr().err
     assert not _imported(marker)
-    assert "names a module to import" in err and "registered env id" in err
+    # refused by the names check, or before it by the store's safe-id alphabet (no ':' in ids)
+    assert ("names a module to import" in err and "registered env id" in err) or (
+        "env.id" in err and "is not a safe id" in err
+    )
     # the board's readers skip the record with a warning; the others refuse it
     assert code == (0 if command in ("list", "report") else 2)
+
+
+@pytest.mark.parametrize("field", [("env", "id"), ("config", "env_id"), ("training", "env_id")])
+def test_the_names_check_refuses_a_module_prefix_in_every_env_id(field):
+    from agentbench_poad.leaderboard.loadable import NotLoadable, check_record_names
+
+    record = json.loads(TRAINED.read_text())
+    check_record_names(record)
+    record[field[0]][field[1]] = "some_module:Overcooked-TomatoSalad-v0"
+    with pytest.raises(NotLoadable, match=f"{'.'.join(field)} .* names a module to import"):
+        check_record_names(record)
 
 
 def test_add_run_makes_no_env_of_a_module_prefixed_id(tmp_path, marking, capsys):
