@@ -207,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
     from agentbench_poad.leaderboard.report.paper import load_paper
 
     store = getattr(args, "store", None)
-    paths = [Path(f) for f in args.files] or pages()
+    given = [Path(f) for f in args.files]
+    paths = given or [p.relative_to(Path.cwd()) for p in pages()]
     if not paths:
         print(
             "no results page here (docs/results.md, docs/results/*.md); pass the Markdown "
@@ -220,8 +221,10 @@ def run(args: argparse.Namespace) -> int:
         if not path.exists():
             print(f"{path}: no such file; pass the Markdown file to fill", file=sys.stderr)
             return 2
-        texts[path] = path.read_text(encoding="utf-8")
-        if not MARKER.search(texts[path]):
+        text = path.read_text(encoding="utf-8")
+        if MARKER.search(text):
+            texts[path] = text
+        elif given:  # a page of prose alone is fine among the defaults, not when named
             print(
                 f"{path}: no `<!-- results-tables: NAME -->` region; add one where a table goes",
                 file=sys.stderr,
