@@ -141,3 +141,21 @@ def test_dry_run_imports_no_tuned_agent_the_spec_names(tmp_path, monkeypatch, ca
     # --group keeps the notes of the chosen groups only
     assert study.select(["main"]).unchecked == []
     assert study.select(["tuning"]).unchecked == study.unchecked
+
+
+def test_env_kwargs_a_record_cannot_carry_are_refused_before_any_run(tmp_path):
+    """A group whose env kwargs change the task without being part of a row's identity would
+    train for hours and then fail to write its records: the spec check refuses it first."""
+    from agentbench_poad.study import StudyError, load_study
+
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        '[study]\nname = "s"\nmodel = "m"\n[study.total_steps]\n'
+        '"Overcooked-TomatoSalad-v0" = 8\n'
+        '[[group]]\nagents = ["poad"]\nenvs = ["Overcooked-TomatoSalad-v0"]\nseeds = [0]\n'
+        'env_kwargs = { layout = "other" }\n'
+    )
+    with pytest.raises(StudyError, match="layout"):
+        load_study(spec, out=tmp_path / "out")
+    spec.write_text(spec.read_text().replace('layout = "other"', "max_episode_steps = 30"))
+    assert load_study(spec, out=tmp_path / "out").cells

@@ -167,6 +167,17 @@ class _Reading:
         )
 
 
+def _check_record_env_kwargs(env_kwargs: dict[str, Any], where: str, problems: list[str]) -> None:
+    """The env kwargs a record may carry (leaderboard/loadable.py): refused here, before any
+    run, rather than when the records are written after training."""
+    from agentbench_poad.leaderboard.loadable import NotLoadable, check_env_kwargs
+
+    try:
+        check_env_kwargs(env_kwargs, f"{where} env_kwargs")
+    except NotLoadable as exc:
+        problems.append(str(exc))
+
+
 def _unknown_keys(table: dict, allowed: set[str], where: str, problems: list[str]) -> None:
     extra = sorted(set(table) - allowed)
     if extra:
@@ -328,6 +339,7 @@ def _read_group(reading: _Reading, index: int, group: dict[str, Any]) -> _Group:
         if not isinstance(table, dict):
             problems.append(f"{table_name}: env_kwargs must be a table of gym.make arguments")
     env_kwargs = {k: v for t in tables.values() if isinstance(t, dict) for k, v in t.items()}
+    _check_record_env_kwargs(env_kwargs, where, problems)
     protocol = {**reading.default_eval, **group.get("eval", {})}
     _unknown_keys(group.get("eval", {}), _EVAL_KEYS, f"{where} eval", problems)
     timeout = protocol.get("action_timeout", 60.0)
