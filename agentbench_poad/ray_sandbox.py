@@ -7,10 +7,12 @@ each actor holds the sandbox backend of *its* node, chosen there by the usual ``
 actor's backend validates the outputs exactly as it does locally; the result comes back to the
 caller.
 
-What crosses the network is what a local sandbox gets: the grader sends training features and
-labels and test *features* only, and computes the AUC on the host from the returned
-probabilities (:mod:`agentbench_poad.environments.datascicoding.grader`), so test labels never
-leave the host, let alone enter a container. The cluster itself is trusted (Ray moves objects
+What crosses the network is what a local sandbox gets: the grader sends one call per split,
+each with that split's training features and labels and its test *features* only, and computes
+the AUC on the host from the returned probabilities
+(:mod:`agentbench_poad.environments.datascicoding.grader`), so no label a run is scored on
+leaves the host, let alone enters a container; each call is one run of the actor's backend
+(a fresh container or namespaced process). The cluster itself is trusted (Ray moves objects
 between its own processes with pickle); the code under test never talks to Ray.
 
 A node that has no usable backend is reported when the pool starts, naming the node and the fix

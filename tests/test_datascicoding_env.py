@@ -194,31 +194,39 @@ class RecordingBackend(ProcessBackend):
     def __init__(self):
         super().__init__()
         self.calls: list[dict[str, np.ndarray]] = []
+        self.sources: list[str] = []
 
     def _run(self, source, entry, inputs, limits, output_shapes):
         self.calls.append({k: np.array(v) for k, v in inputs.items()})
+        self.sources.append(source)
         return super()._run(source, entry, inputs, limits, output_shapes)
 
 
-def test_one_sandbox_call_per_step_and_no_test_labels():
+def test_one_sandbox_call_per_split_holding_no_scored_label():
     backend = RecordingBackend()
     env = make("breast-cancer", sandbox=backend)
     env.reset(seed=0)
-    env.step(GOOD_BODY)
-    assert len(backend.calls) == 1
-    inputs = backend.calls[0]
-    assert set(inputs) == {f"{k}_{i}" for i in range(5) for k in ("x_train", "y_train", "x_test")}
+    _, reward, terminated, _, _ = env.step(GOOD_BODY)
+    assert terminated and reward > 0.5
     data = ds.load_dataset("breast-cancer")
-    for i, (train, test) in enumerate(make_splits(len(data.y))):
-        np.testing.assert_array_equal(inputs[f"x_train_{i}"], data.X[train])
-        np.testing.assert_array_equal(inputs[f"y_train_{i}"], data.y[train])
-        np.testing.assert_array_equal(inputs[f"x_test_{i}"], data.X[test])
-    # no label array of a test half is among the inputs
-    for _, test in make_splits(len(data.y)):
-        assert not any(
-            v.shape == data.y[test].shape and np.array_equal(v, data.y[test])
-            for v in inputs.values()
-        )
+    splits = make_splits(len(data.y))
+    assert len(backend.calls) == len(splits) == 5
+    for i, (inputs, (train, test)) in enumerate(zip(backend.calls, splits)):
+        # the split's training data and test features, in the splits' row order and dtypes
+        assert set(inputs) == {"x_train", "y_train", "x_test"}
+        np.testing.assert_array_equal(inputs["x_train"], data.X[train])
+        np.testing.assert_array_equal(inputs["y_train"], data.y[train])
+        np.testing.assert_array_equal(inputs["x_test"], data.X[test])
+        assert inputs["x_train"].dtype == np.float64 and inputs["y_train"].dtype == np.int64
+        # the call is seeded with its split's index
+        assert f"_random.seed({i})" in backend.sources[i]
+        # no label of a row it is scored on: its labels are of its training rows only
+        assert not set(train) & set(test)
+    # one call holding every split's training labels (as before issue 64) would have held the
+    # labels of most rows each split is scored on (1 - 1/2**4 of them, on average)
+    for i, (_, test) in enumerate(splits):
+        others = set(np.concatenate([train for j, (train, _) in enumerate(splits) if j != i]))
+        assert len(set(test) & others) > 0.85 * len(test)
 
 
 # -- bad code: a failed step with its category, never an exception --------------------------
@@ -443,19 +451,23 @@ def test_holdout_rows_never_reach_the_per_step_reward():
     assert info["holdout_auc"] is None
     _, reward, terminated, _, info = env.step(GOOD_BODY)
     assert terminated and 0.5 < reward <= 1.0 and 0.5 < info["holdout_auc"] <= 1.0
-    assert len(backend.calls) == 2  # the attempt, then the final held-out scoring
+    assert len(backend.calls) == 6  # the attempt's 5 splits, then the final held-out scoring
 
     grader = env.unwrapped.grader
     data = ds.load_dataset("breast-cancer")
     held = {data.X[r].tobytes() for r in grader.holdout_rows}
     assert len(grader.holdout_rows) == round(0.2 * len(data.y))
     step_rows = {
-        row.tobytes() for k, v in backend.calls[0].items() if k.startswith("x_") for row in v
+        row.tobytes()
+        for call in backend.calls[:5]
+        for k, v in call.items()
+        if k.startswith("x_")
+        for row in v
     }
     assert not held & step_rows
-    final = backend.calls[1]
-    assert set(final) == {"x_train_0", "y_train_0", "x_test_0"}
-    np.testing.assert_array_equal(final["x_test_0"], data.X[grader.holdout_rows])
+    final = backend.calls[5]
+    assert set(final) == {"x_train", "y_train", "x_test"}
+    np.testing.assert_array_equal(final["x_test"], data.X[grader.holdout_rows])
     model = GaussianNB().fit(data.X[grader.dev_rows], data.y[grader.dev_rows])
     expected = roc_auc_score(
         data.y[grader.holdout_rows], model.predict_proba(data.X[grader.holdout_rows])[:, 1]

@@ -85,15 +85,13 @@ def test_test_labels_never_leave_the_host(ray_cluster):
     _, reward, *_ = env.step(GOOD_BODY)
     env.close()
     recording.close()
-    assert reward > 0.5 and len(recording.calls) == 1
-    inputs = recording.calls[0]
-    assert set(inputs) == {f"{k}_{i}" for i in range(5) for k in ("x_train", "y_train", "x_test")}
+    # one call per split, each with its training data and test features only
+    assert reward > 0.5 and len(recording.calls) == 5
     data = ds.load_dataset("breast-cancer")
-    for _, test in make_splits(len(data.y)):
-        assert not any(
-            v.shape == data.y[test].shape and np.array_equal(v, data.y[test])
-            for v in inputs.values()
-        )
+    for inputs, (train, test) in zip(recording.calls, make_splits(len(data.y))):
+        assert set(inputs) == {"x_train", "y_train", "x_test"}
+        np.testing.assert_array_equal(inputs["y_train"], data.y[train])
+        np.testing.assert_array_equal(inputs["x_test"], data.X[test])
 
 
 def test_parallel_grades_equal_sequential(pool):

@@ -35,7 +35,8 @@ class Limits:
         memory_mb: Memory limit in MiB (memory and memory+swap are the same: no swap).
         cpus: CPU share (docker ``nano_cpus``; the process backend sets thread counts from it).
         pids: Maximum number of processes and threads inside the sandbox.
-        output_mb: Maximum total size of the returned arrays (and of any single file written).
+        output_mb: Maximum total size of the returned arrays (the host keeps no more of what
+            the code writes to its result pipe).
         log_bytes: How many trailing bytes of stdout and of stderr are kept.
         tmpfs_mb: Size of the writable scratch space mounted at ``/tmp``.
     """
@@ -61,7 +62,8 @@ class Limits:
 
     @property
     def file_size_bytes(self) -> int:
-        """RLIMIT_FSIZE / docker ``fsize``: the largest file the sandbox may write."""
+        """RLIMIT_FSIZE / docker ``fsize``: the largest file the sandbox may write (in its
+        scratch space: nothing it writes reaches the host's disk, docs/sandbox.md)."""
         return max(self.output_mb, self.tmpfs_mb) * 2**20
 
     @property

@@ -293,17 +293,18 @@ class ProcessBackend(Backend):
         self.root = os.geteuid() == 0
         if self.mode == "root":
             self.isolation = (
-                "process (weaker than docker): uid 65534, new mount/PID/network "
+                "process (weaker than docker): uid 65534, new mount/PID/network/IPC "
                 "namespaces via unshare, an allow-listed read-only file system (system "
-                "trees and the interpreter; no host work folders), rlimits, scrubbed "
-                "environment; memory capped by address space, no cgroup"
+                "trees and the interpreter; no host work folders), no keyring calls "
+                "(seccomp), rlimits, scrubbed environment; memory capped by address space, "
+                "no cgroup"
             )
         elif self.mode == "user":
             self.isolation = (
                 "process (weaker than docker): NOT root, so runs as the current "
-                "user in user/PID/network namespaces via unshare with rlimits and a "
-                "scrubbed environment; host files readable by this user stay "
-                "readable"
+                "user in user/PID/network/IPC namespaces via unshare with rlimits and a "
+                "scrubbed environment; host files readable (and writable) by this user "
+                "stay so"
             )
         else:
             who = "uid 65534" if self.root else "the current user (not root: cannot drop uid)"

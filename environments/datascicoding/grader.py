@@ -1,15 +1,32 @@
-"""Scoring a ``build_model`` body: one sandbox run per attempt, ROC AUC on the host.
+"""Scoring a ``build_model`` body: one sandbox run per split, ROC AUC on the host.
 
 The splits follow the reference (docs/reference.md#datascicoding-grading): split ``i`` is
 ``train_test_split(X, y, test_size=0.5, random_state=i, shuffle=True)``, ``i = 0..4``, no
-stratification. One sandbox call carries every split as named inputs (``x_train_i``,
-``y_train_i``, ``x_test_i``) and returns ``proba_i`` (``predict_proba`` of split ``i``'s test
-features); **test labels never enter the sandbox** and nothing the sandbox says about itself is
-trusted. Before split ``i``'s ``build_model`` call the sandbox seeds Python's and NumPy's global
-random state with ``i``, so a program is scored the same way every time it runs, also when its
+stratification. **Each split runs in a sandbox call of its own** that holds that split's training
+features and labels and its test *features* only (``x_train``, ``y_train``, ``x_test``) and
+returns one float array, ``predict_proba`` of the test features. No label of a row the program
+is scored on is ever handed to the code: not the split's own test labels, and not another
+split's training labels either (a test row of one split is a training row of another with
+probability 1 - 1/2**4, so one call holding all splits would hold, as training labels, about
+94 % of the labels each split is scored on). The calls run one after the other; the sandbox
+gives each a fresh process (a fresh container on docker) and shares nothing writable between
+them (docs/sandbox.md, "What a run cannot reach").
+
+Before ``build_model`` the sandbox seeds Python's and NumPy's global random state with the
+split's index ``i``, so a program is scored the same way every time it runs, also when its
 estimator has no ``random_state`` (the grade is a function of the code and the dataset). The
 host checks the shapes and computes the AUC: the positive-class column for binary tasks,
-one-vs-one macro AUC for multiclass tasks (the reference's ``multi_class="ovo"``).
+one-vs-one macro AUC for multiclass tasks (the reference's ``multi_class="ovo"``). The same
+arrays (rows in the same order, float64 features, int64 labels) and the same seeding as when
+one call carried every split, so an honest program's grade is bit for bit what it was. One
+thing a fresh process per split changes is kept as it was: that process ran split 0's
+``build_model`` imports after split 0's seed and found them done for the later splits (an
+import may draw from the global random state), so from split 1 on the imports made inside
+functions are run before the seed (:func:`function_imports`).
+
+The wall-clock limit (``limits.wall_time_s``) is the attempt's: the five runs share it, each
+getting what the earlier ones left, so a program times out exactly when the five runs together
+take longer than the limit (start-ups included).
 
 Protocols (docs/envs/datascicoding.md, "Protocols"):
 
@@ -28,6 +45,7 @@ syntax errors and trivially empty bodies) and run only in :mod:`agentbench_poad.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -58,38 +76,73 @@ OUTPUT_INVALID = "output_invalid"
 
 _HARNESS = '''
 
-def {entry}(**arrays):
-    """Fit build_model on each split's training half and return predict_proba of its test half."""
+def {entry}(x_train, y_train, x_test):
+    """Fit build_model on one split's training half and return predict_proba of its test half."""
     import random as _random
 
     import numpy as _np
 
-    outputs = {{}}
-    for i in range({n_splits}):
-        # the global random state of split i is fixed, so a model left without a random_state
-        # (RandomForestClassifier(), MLPClassifier(), ...) scores the same every time it runs
-        _random.seed(i)
-        _np.random.seed(i)
-        fitted = build_model(arrays["x_train_%d" % i], arrays["y_train_%d" % i])
-        if fitted is None:
-            raise TypeError("build_model returned None; store the fitted classifier in `model`")
-        predict_proba = getattr(fitted, "predict_proba", None)
-        if predict_proba is None:
-            raise TypeError(
-                "build_model returned a %s, which has no predict_proba; return a fitted "
-                "classifier (e.g. RandomForestClassifier)" % type(fitted).__name__
-            )
-        proba = _np.asarray(predict_proba(arrays["x_test_%d" % i]), dtype=_np.float64)
-        classes = getattr(fitted, "classes_", None)
-        if (proba.ndim == 2 and classes is not None and len(classes) == proba.shape[1]
-                and proba.shape[1] != {n_classes}):
-            # a training half that lacks a class: put the columns where the labels say
-            full = _np.zeros((proba.shape[0], {n_classes}))
-            full[:, _np.asarray(classes).astype(int)] = proba
-            proba = full
-        outputs["proba_%d" % i] = proba
-    return outputs
+    # When one process ran every split, split 0 imported what build_model imports after its
+    # seed (an import may draw from the global random state: scikit-learn 1.9's optional rich
+    # does) and the later splits found it imported; so from split 1 on it is imported first.
+    for _name, _fromlist in {warm!r}:
+        try:
+            __import__(_name, fromlist=list(_fromlist))
+        except BaseException:
+            pass  # build_model meets the same failure where it imports, as it did
+    # the global random state of split {seed} is fixed, so a model left without a random_state
+    # (RandomForestClassifier(), MLPClassifier(), ...) scores the same every time it runs
+    _random.seed({seed})
+    _np.random.seed({seed})
+    fitted = build_model(x_train, y_train)
+    if fitted is None:
+        raise TypeError("build_model returned None; store the fitted classifier in `model`")
+    predict_proba = getattr(fitted, "predict_proba", None)
+    if predict_proba is None:
+        raise TypeError(
+            "build_model returned a %s, which has no predict_proba; return a fitted "
+            "classifier (e.g. RandomForestClassifier)" % type(fitted).__name__
+        )
+    proba = _np.asarray(predict_proba(x_test), dtype=_np.float64)
+    classes = getattr(fitted, "classes_", None)
+    if (proba.ndim == 2 and classes is not None and len(classes) == proba.shape[1]
+            and proba.shape[1] != {n_classes}):
+        # a training half that lacks a class: put the columns where the labels say
+        full = _np.zeros((proba.shape[0], {n_classes}))
+        full[:, _np.asarray(classes).astype(int)] = proba
+        proba = full
+    return {{"proba_{seed}": proba}}
 '''
+
+
+def harness(seed: int, n_classes: int, warm: list[tuple[str, tuple[str, ...]]] = ()) -> str:
+    """The entry appended to the agent's module for the split seeded with ``seed``.
+
+    ``warm``: ``(module, fromlist)`` pairs imported before the seed (see
+    :func:`function_imports`).
+    """
+    return _HARNESS.format(
+        entry=ENTRY, seed=int(seed), n_classes=int(n_classes), warm=[tuple(w) for w in warm]
+    )
+
+
+def function_imports(source: str) -> list[tuple[str, tuple[str, ...]]]:
+    """``(module, fromlist)`` of every absolute import inside a function of ``source``.
+
+    What ``build_model`` (or a method it calls) imports when it runs, in order of appearance
+    and without repeats; module-level imports run before any seed anyway.
+    """
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Import):
+                found += [(alias.name, ()) for alias in inner.names]
+            elif isinstance(inner, ast.ImportFrom) and inner.level == 0 and inner.module:
+                names = tuple(alias.name for alias in inner.names if alias.name != "*")
+                found.append((inner.module, names))
+    return list(dict.fromkeys(found))
 
 
 @dataclass
@@ -181,7 +234,7 @@ class Grader:
         sandbox: ``"auto"``, ``"docker"``, ``"process"``, ``"ray"`` (a shared pool of Ray
             actors, each using its node's ``auto`` backend: :mod:`agentbench_poad.ray_sandbox`)
             or a sandbox ``Backend`` instance.
-        limits: sandbox limits of one attempt (all splits together).
+        limits: sandbox limits of one attempt; its wall time is shared by the splits' runs.
         banned: substrings of the assembled code that fail the attempt.
         protocol: ``"paper"`` or ``"holdout"`` (module docstring).
         holdout_fraction: share of rows held out (``"holdout"`` protocol).
@@ -280,28 +333,61 @@ class Grader:
         return None
 
     # -- sandbox -------------------------------------------------------------------------
-    def _run(self, source: str, splits: list[tuple[np.ndarray, np.ndarray]]) -> SandboxResult:
-        from agentbench_poad.sandbox import run_code
+    def _run(
+        self, source: str, splits: list[tuple[np.ndarray, np.ndarray]]
+    ) -> tuple[list[np.ndarray], SandboxResult | None, float, str | None, str]:
+        """Run the splits one by one, each in a sandbox call that holds only its own data.
 
-        inputs: dict[str, np.ndarray] = {}
-        shapes: dict[str, tuple[int | None, ...]] = {}
+        Which failure an attempt reports is what it was when one process ran every split: the
+        first split whose code fails (an exception, a timeout, too much memory) ends the
+        attempt, while a split whose *output* is invalid (shape, NaN) is remembered and the
+        later splits still run, since the code would have gone on to them; it is reported
+        when none of them fails. Outputs are named ``proba_<i>``, as they were.
+
+        Returns:
+            ``(probas, failure, seconds, backend, stdout)``: the validated ``predict_proba`` of
+            every split, the failed run to report (``None`` when all succeeded), the sandbox
+            time of all runs, the backend and the runs' stdout tails joined.
+        """
+        from agentbench_poad.sandbox import FailureCategory, Limits, SandboxResult, run_code
+
+        limits = self.limits or Limits()
+        warm = function_imports(source)
+        probas: list[np.ndarray] = []
+        invalid: SandboxResult | None = None
+        spent, backend, stdout = 0.0, None, []
         for i, (train, test) in enumerate(splits):
-            inputs[f"x_train_{i}"] = self.X[train]
-            inputs[f"y_train_{i}"] = self.y[train]
-            inputs[f"x_test_{i}"] = self.X[test]
-            shapes[f"proba_{i}"] = (len(test), self.n_classes)
-        harness = _HARNESS.format(entry=ENTRY, n_splits=len(splits), n_classes=self.n_classes)
-        return run_code(
-            source + harness,
-            ENTRY,
-            inputs,
-            limits=self.limits,
-            backend=self.sandbox,
-            output_shapes=shapes,
-        )
+            left = limits.wall_time_s - spent
+            if left <= 0:  # the earlier splits used the attempt's whole budget
+                failure = SandboxResult(ok=False, category=FailureCategory.TIMEOUT, backend=backend)
+                failure.message = f"timed out after {limits.wall_time_s:g} s"
+                return probas, failure, spent, backend, "".join(stdout)
+            result = run_code(
+                source + harness(i, self.n_classes, warm if i else []),
+                ENTRY,
+                {"x_train": self.X[train], "y_train": self.y[train], "x_test": self.X[test]},
+                limits=dataclasses.replace(limits, wall_time_s=left),
+                backend=self.sandbox,
+                output_shapes={f"proba_{i}": (len(test), self.n_classes)},
+            )
+            spent += result.duration_s
+            backend = backend or result.backend or None
+            stdout.append(result.stdout_tail)
+            if result.ok:
+                probas.append(result.outputs[f"proba_{i}"])
+            elif result.category is FailureCategory.OUTPUT_INVALID:
+                invalid = invalid or result
+            else:
+                if result.category is FailureCategory.TIMEOUT and result.message.startswith(
+                    "timed out after"
+                ):
+                    # the limit is the attempt's, whatever share of it this split had left
+                    result.message = f"timed out after {limits.wall_time_s:g} s"
+                return probas, result, spent, backend, "".join(stdout)
+        return probas, invalid, spent, backend, "".join(stdout)
 
-    def _score(self, outputs: dict[str, np.ndarray], splits) -> list[float]:
-        return [roc_auc(self.y[test], outputs[f"proba_{i}"]) for i, (_, test) in enumerate(splits)]
+    def _score(self, probas: list[np.ndarray], splits) -> list[float]:
+        return [roc_auc(self.y[test], proba) for proba, (_, test) in zip(probas, splits)]
 
     def grade(self, submission: Submission) -> Grade:
         """Score one attempt; every failure becomes a :class:`Grade` with reward -1."""
@@ -311,41 +397,36 @@ class Grader:
         if static is not None:
             return static
         try:
-            result = self._run(source, self.splits)
+            probas, failed, seconds, backend, stdout = self._run(source, self.splits)
         except Exception as exc:  # noqa: BLE001 - a broken sandbox must not crash step()
             return _failure(
                 "sandbox_error",
                 f"the sandbox could not run the code: {type(exc).__name__}: {exc}",
                 time.perf_counter() - started,
             )
-        backend = result.backend or None
-        if not result.ok:
-            category = getattr(result.category, "value", result.category) or "sandbox_error"
+        if failed is not None:
+            category = getattr(failed.category, "value", failed.category) or "sandbox_error"
             return _failure(
-                str(category),
-                result.message or str(category),
-                result.duration_s,
-                backend,
-                result.stdout_tail,
+                str(category), failed.message or str(category), seconds, backend, stdout
             )
         try:
-            aucs = self._score(result.outputs, self.splits)
+            aucs = self._score(probas, self.splits)
         except (ValueError, KeyError, IndexError) as exc:
             return _failure(
                 OUTPUT_INVALID,
                 f"predict_proba output cannot be scored: {exc}",
-                result.duration_s,
+                seconds,
                 backend,
-                result.stdout_tail,
+                stdout,
             )
         grade = Grade(
             True,
             float(np.mean(aucs)),
             split_aucs=aucs,
             auc_std=float(np.std(aucs)),
-            runtime_s=result.duration_s,
+            runtime_s=seconds,
             backend=backend,
-            stdout_tail=result.stdout_tail,
+            stdout_tail=stdout,
         )
         if self.holdout_rows is not None:
             grade.holdout_auc, seconds = self._holdout(source)
@@ -356,9 +437,9 @@ class Grader:
         """Fit on every non-held-out row, score the held-out rows (``None`` if that fails)."""
         split = [(self.dev_rows, self.holdout_rows)]
         try:
-            result = self._run(source, split)
-            if not result.ok:
-                return None, result.duration_s
-            return self._score(result.outputs, split)[0], result.duration_s
+            probas, failed, seconds, _, _ = self._run(source, split)
+            if failed is not None:
+                return None, seconds
+            return self._score(probas, split)[0], seconds
         except Exception:  # noqa: BLE001 - the holdout score is reported, never raised
             return None, 0.0
