@@ -193,18 +193,11 @@ def read_record(path: Path) -> dict[str, Any]:
         RecordError: the file is not JSON, not ours, or does not match the schema.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot be read ({exc})") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RecordError(
-            f"{path}: is not valid JSON ({exc.msg} at line {exc.lineno}); the file is corrupt -- "
-            "delete it and re-create the record"
-        ) from exc
-    record = validate_record(data, source=str(path))
+    # a regular file of bounded size, depth and finite numbers; safe ids (issue 64)
+    from agentbench_poad.leaderboard.record_file import check_ids, read_json_file
+
+    record = validate_record(read_json_file(path), source=str(path))
+    check_ids(record, source=str(path))
     from agentbench_poad.leaderboard.loadable import check_record_names
 
     check_record_names(record)  # names no code to import, no unlabelled task kwarg (issue 64)
@@ -266,6 +259,9 @@ def add_record(
     """
     record = {k: v for k, v in record.items() if not k.startswith("_")}
     validate_record(record, source=f"record {record.get('record_id')!r}")
+    from agentbench_poad.leaderboard.record_file import check_ids
+
+    check_ids(record, source=f"record {ascii(record.get('record_id'))[:80]}")  # issue 64
     software = record["software"]
     if software.get("git_dirty"):
         if allow_dirty is None:

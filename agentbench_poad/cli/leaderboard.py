@@ -212,6 +212,16 @@ def _runs_scoped(command):
     return run
 
 
+def _tty(text: object) -> str:
+    """``text`` as one safe terminal line: control characters (escape sequences, carriage
+    returns, newlines, tabs), bidi overrides and lone surrogates shown as escapes (``\\x1b``),
+    so a record's text cannot move the cursor, recolour, clear or forge lines of the output."""
+    from agentbench_poad.core import display_text
+
+    shown = display_text(str(text))
+    return shown.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+
 def _load(args: argparse.Namespace) -> list[dict]:
     from agentbench_poad.leaderboard.records import load_records
 
@@ -219,7 +229,7 @@ def _load(args: argparse.Namespace) -> list[dict]:
         warnings.simplefilter("always")
         records = load_records(_store(args))
     for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+        print(f"warning: {_tty(w.message)}", file=sys.stderr)
     return records
 
 
@@ -323,11 +333,12 @@ def run_list(args: argparse.Namespace) -> int:
     if not records:
         print("no records" + (f" for {args.env}" if args.env else ""))
         return 0
-    width = max(len(r["record_id"]) for r in records)
+    ids = {id(r): _tty(r["record_id"]) for r in records}
+    width = max(len(shown) for shown in ids.values())
     for r in sorted(records, key=lambda r: (r["env"]["id"], -r["scores"]["mean"])):
         sc = r["scores"]
         print(
-            f"{r['record_id']:<{width}}  {sc['metric']:<9} {sc['mean']:9.4f} ± "
+            f"{ids[id(r)]:<{width}}  {_tty(sc['metric']):<9} {sc['mean']:9.4f} ± "
             f"{sc['stderr']:.4f}  success {sc['success_rate']:.3f}  "
             f"{len(sc['per_seed'])}×{r['protocol']['episodes_per_seed']}"
         )
@@ -340,51 +351,60 @@ def run_show(args: argparse.Namespace) -> int:
     try:
         record = find_record(args.record_id, _store(args))
     except RecordError as exc:
-        return die(str(exc))
+        return die(_tty(exc))
     record.pop("_path", None)
-    if args.json:
+    if args.json:  # JSON escapes every control character (ensure_ascii)
         print(json.dumps(record, indent=1))
         return 0
+    lines = _show_lines(record)
+    for line in lines:
+        print(_tty(line))  # every field of the record may hold a control character
+    return 0
+
+
+def _show_lines(record: dict) -> list[str]:
+    """The lines of `leaderboard show` (raw: the caller escapes them)."""
+    out: list[str] = []
     sc = record["scores"]
     sw = record["software"]
-    print(f"record     {record['record_id']}")
-    print(f"env        {record['env']['id']} (v{record['env']['version']})")
-    print(
+    out.append(f"record     {record['record_id']}")
+    out.append(f"env        {record['env']['id']} (v{record['env']['version']})")
+    out.append(
         f"agent      {record['agent']['name']} {record['agent']['version']}"
         f"  spec={record['agent']['spec']}"
     )
     source = record["agent"].get("source")
     if source:
-        print(f"source     {source['file']} sha256 {source['sha256']}")
-    print(f"model      base={record['model']['base']} adapter={record['model']['adapter']}")
+        out.append(f"source     {source['file']} sha256 {source['sha256']}")
+    out.append(f"model      base={record['model']['base']} adapter={record['model']['adapter']}")
     weights = record["model"].get("base_weights")
     if weights:
-        print(f"weights    {weights['digest']} sha256 {weights['sha256']}")
+        out.append(f"weights    {weights['digest']} sha256 {weights['sha256']}")
     for seed, adapter in sorted((record["model"].get("adapters") or {}).items()):
-        print(f"  seed {seed:>4}: {adapter['run']} ({adapter['checkpoint']})")
-    print(
+        out.append(f"  seed {seed:>4}: {adapter['run']} ({adapter['checkpoint']})")
+    out.append(
         f"score      {sc['metric']} {sc['mean']:.4f} ± {sc['stderr']:.4f}; success "
         f"{sc['success_rate']:.3f} ± {sc['success_rate_stderr']:.3f}"
     )
     for s in sc["per_seed"]:
-        print(
+        out.append(
             f"  seed {s['seed']:>4}: score {s['score']:.4f}  success {s['success_rate']:.3f}"
             f"  failed {s.get('failed_episodes', 0)}/{len(s['episodes'])}"
         )
     best = (record.get("training") or {}).get("best_code")
     if best:
-        print(f"best code  {best['label']}: reward {best['reward']:.4f}")
-    print(
+        out.append(f"best code  {best['label']}: reward {best['reward']:.4f}")
+    out.append(
         f"protocol   {record['protocol']['episodes_per_seed']} episodes/seed, "
         f"{record['protocol']['reset_seed_rule']}"
     )
-    print(f"made by    {record['command']}")
-    print(
+    out.append(f"made by    {record['command']}")
+    out.append(
         f"provenance {sw['package_version']} git {sw['git_commit']}"
         f"{' (dirty tree)' if sw.get('git_dirty') else ''} on "
         f"{record['hardware']['platform']}, {record['wall_time_s']:.1f}s, {record['created_at']}"
     )
-    return 0
+    return out
 
 
 def run_verify(args: argparse.Namespace) -> int:

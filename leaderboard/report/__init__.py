@@ -63,7 +63,12 @@ def build_report(
         (path of report.md, path of report.html)
     """
     from agentbench_poad.core import display_safe
-    from agentbench_poad.leaderboard.report.charts import AgentColors, inline_svg, render_chart
+    from agentbench_poad.leaderboard.report.charts import (
+        AgentColors,
+        chart_file_name,
+        inline_svg,
+        render_chart,
+    )
     from agentbench_poad.leaderboard.report.html_page import render_html
     from agentbench_poad.leaderboard.report.markdown import render_markdown
 
@@ -75,11 +80,18 @@ def build_report(
     # one colour per agent in every chart: assigned in a fixed order (sorted agent names)
     colors = AgentColors(sorted({r["agent"]["name"] for r in records}))
     charts = {chart.name: (chart, render_chart(chart, colors)) for chart in report.charts()}
+    files: dict[str, str] = {}  # chart -> file: no "/" or newline from an env id, no clash
+    for name in charts:
+        stem = chart_file_name(name)
+        file = f"{stem}.svg"
+        while file in files.values():
+            file = f"{stem}-{len(files)}.svg"
+        files[name] = file
     for name, (_, svg) in charts.items():
-        (charts_dir / f"{name}.svg").write_text(svg, encoding="utf-8")
+        (charts_dir / files[name]).write_text(svg, encoding="utf-8")
     md_path = out_dir / "report.md"
     md_path.write_text(
-        render_markdown(report, {n: f"charts/{n}.svg" for n in charts}), encoding="utf-8"
+        render_markdown(report, {n: f"charts/{files[n]}" for n in charts}), encoding="utf-8"
     )
     html_path = out_dir / "report.html"
     inline = {n: inline_svg(svg, n, chart.title) for n, (chart, svg) in charts.items()}

@@ -263,9 +263,20 @@ _ID = re.compile(r'\bid="([^"]+)"')
 _REF = re.compile(r'((?:xlink:)?href="#|url\(#)([^")]+)')
 
 
+def chart_file_name(name: str) -> str:
+    """The file (and id prefix) a chart is saved under: its name with anything but letters,
+    digits, ``.``, ``_`` and ``-`` replaced (a name carries an env id; no ``/``, no quote, no
+    newline reaches a path or an attribute), never hidden (no leading dot)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", name).lstrip(".") or "chart"
+
+
 def inline_svg(svg: str, name: str, title: str) -> str:
     """``svg`` for embedding in an HTML page: no XML prolog, every id prefixed with ``name``
-    (ids of several charts cannot clash), a class, a role and a title for screen readers."""
+    (ids of several charts cannot clash), a class, a role and a title for screen readers.
+    Every text from the model is escaped (attribute and title); matplotlib escapes the
+    chart's own text."""
+    from html import escape
+
     start = svg.index("<svg")
     body = svg[start:]
     prefix = re.sub(r"[^A-Za-z0-9_-]", "-", name) + "--"
@@ -273,8 +284,6 @@ def inline_svg(svg: str, name: str, title: str) -> str:
     body = _REF.sub(lambda m: f"{m.group(1)}{prefix}{m.group(2)}", body)
     head_end = body.index(">") + 1
     head = body[:head_end].replace(
-        "<svg ", f'<svg class="chart" data-chart="{name}" role="img" ', 1
+        "<svg ", f'<svg class="chart" data-chart="{escape(name, quote=True)}" role="img" ', 1
     )
-    from html import escape
-
     return f"{head}\n<title>{escape(title)}</title>{body[head_end:]}"

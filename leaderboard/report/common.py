@@ -59,10 +59,17 @@ def fmt(value: float | None, digits: int = 3) -> str:
 _BACKTICKS = re.compile(r"`+")
 
 
-def md_text(text: str) -> str:
-    """``text`` with its HTML made inert for Markdown: ``&`` and ``<`` become entities outside
-    code spans, so no tag, comment or autolink from a record's field (``<script>``,
-    ``<img onerror=...>``) reaches a renderer that allows some HTML.
+def md_text(text: str, *, brackets: bool = False) -> str:
+    """``text`` with its HTML and links made inert for Markdown (it may quote a record).
+
+    Outside code spans: ``&`` and ``<`` become entities, so no tag, comment or autolink
+    (``<script>``, ``<img onerror=...>``, ``<https://...>``) reaches a renderer that allows some
+    HTML; a ``]`` that would close a link, image or reference (``](``, ``][``, ``]:``) is
+    backslash-escaped, so ``[click](javascript:...)`` and ``![](https://tracker/pixel.png)``
+    show as text; bare URLs, ``www.`` addresses and e-mail addresses, which GitHub links by
+    itself, are put in code spans; backslashes and backticks are backslash-escaped, so the
+    text's own escapes cannot undo these. What a reader sees is the text as written.
+    ``brackets``: escape every ``[`` and ``]`` (for text inside a link's or image's brackets).
 
     Code spans are found as CommonMark finds them (a run of n backticks, not escaped by a
     backslash, up to the next run of exactly n); their content is shown literally by every
@@ -73,28 +80,72 @@ def md_text(text: str) -> str:
     while i < len(text):
         opener = _BACKTICKS.search(text, i)
         if opener is None:
-            out.append(_entities(text[i:]))
+            out.append(_entities(text[i:], brackets))
             break
         start, end = opener.span()
         escaped = len(text[:start]) - len(text[:start].rstrip("\\"))
         if escaped % 2:  # \` is a literal backtick, not an opener (one backtick of the run)
-            out.append(_entities(text[i : start + 1]))
+            out.append(_entities(text[i : start + 1], brackets))
             i = start + 1
             continue
         closer = next(
             (m for m in _BACKTICKS.finditer(text, end) if len(m.group()) == end - start), None
         )
         if closer is None:  # no closing run: the backticks are literal
-            out.append(_entities(text[i:end]))
+            out.append(_entities(text[i:end], brackets))
             i = end
             continue
-        out.append(_entities(text[i:start]) + text[start : closer.end()])
+        out.append(_entities(text[i:start], brackets) + text[start : closer.end()])
         i = closer.end()
     return "".join(out)
 
 
-def _entities(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;")
+#: What GitHub's Markdown links without brackets (its autolink extension): a URL with a scheme,
+#: a ``www.`` address, an e-mail address, a ``mailto:``/``xmpp:`` address.
+_BARE_LINK = re.compile(
+    r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s<>]*"
+    r"|(?<![A-Za-z0-9])www\.[^\s<>]+"
+    r"|(?:mailto|xmpp):[^\s<>]+"
+    r"|[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"
+)
+_TRAILING = ".,:;!?*_~'\")"
+#: A ``]`` that closes a link's text: an inline link or image ``](``, a reference ``][``, a
+#: link reference definition ``]:``.
+_LINK_CLOSE = re.compile(r"\](?=[(\[:])")
+
+
+def _code_span(text: str) -> str:
+    """``text`` as a code span (shown literally), fenced by more backticks than it holds."""
+    fence = "`" * (max((len(m) for m in _BACKTICKS.findall(text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _entities(text: str, brackets: bool = False) -> str:
+    """Text outside code spans, inert: bare links in code spans, the rest escaped
+    (:func:`_inert`)."""
+    out: list[str] = []
+    i = 0
+    for link in _BARE_LINK.finditer(text):
+        # trailing punctuation stays text, as GitHub leaves it out of a link
+        url = link.group().rstrip(_TRAILING)
+        if not url:
+            continue
+        out.append(_inert(text[i : link.start()], brackets))
+        out.append(_code_span(url))
+        i = link.start() + len(url)
+    out.append(_inert(text[i:], brackets))
+    return "".join(out)
+
+
+def _inert(text: str, brackets: bool) -> str:
+    # Backslashes first: after this every backslash of the text is a literal one, so the
+    # escapes below are the only live ones (a text's own "\](" cannot re-open a link).
+    text = text.replace("\\", "\\\\").replace("`", "\\`")
+    text = text.replace("&", "&amp;").replace("<", "&lt;")
+    if brackets:
+        return text.replace("[", "\\[").replace("]", "\\]")
+    return _LINK_CLOSE.sub(r"\\]", text)
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -40,7 +40,7 @@ def render_table(table: Table) -> str:
     kinds = table.column_kinds or ("",) * len(table.header)
 
     def cls(kind: str) -> str:
-        return f' class="{kind}-col"' if kind else ""
+        return f' class="{html.escape(kind)}-col"' if kind else ""
 
     out = [
         f'<table class="{html.escape(table.css)}"><caption>{html.escape(table.caption)}</caption>',
@@ -49,7 +49,7 @@ def render_table(table: Table) -> str:
         + "</tr></thead><tbody>",
     ]
     for row in table.rows:
-        row_cls = f' class="{row.kind}-row"' if row.kind else ""
+        row_cls = f' class="{html.escape(row.kind)}-row"' if row.kind else ""
         out.append(
             f"<tr{row_cls}>"
             + "".join(f"<td{cls(k)}>{html.escape(c)}</td>" for c, k in zip(row.cells, kinds))

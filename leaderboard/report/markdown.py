@@ -15,13 +15,13 @@ from agentbench_poad.leaderboard.report.common import md_text
 
 
 def _esc(text: str) -> str:
-    """One table cell or caption: HTML made inert (:func:`.common.md_text`), ``|`` escaped,
-    on one line."""
+    """One table cell or caption: HTML and links made inert (:func:`.common.md_text`), ``|``
+    escaped, on one line."""
     return md_text(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _text(text: str) -> str:
-    """A heading, paragraph or chart title: HTML made inert (its text may quote a record)."""
+    """A heading or paragraph: HTML and links made inert (its text may quote a record)."""
     return md_text(text)
 
 
@@ -39,11 +39,11 @@ def render_table(table: Table) -> str:
         "|" + "|".join("---" for _ in table.header) + "|",
     ]
     for row in table.rows:
-        cells = [
-            _italic(c) if row.kind == "paper" or kind == "paper" else c
+        cells = [  # escaped, then italic: the "_" marks are markup, not text
+            _italic(_esc(c)) if row.kind == "paper" or kind == "paper" else _esc(c)
             for c, kind in zip(row.cells, kinds)
         ]
-        lines.append("| " + " | ".join(_esc(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -57,7 +57,7 @@ def _blocks(section: Section, level: int, chart_paths: Mapping[str, str]) -> lis
         elif isinstance(block, Table):
             out += [render_table(block), ""]
         elif isinstance(block, CHART_TYPES):
-            title = _text(block.title).replace("]", "\\]").replace("\n", " ")
+            title = md_text(block.title, brackets=True).replace("\n", " ")
             out += [f"![{title}]({chart_paths[block.name]})", ""]
     return out
 
