@@ -175,6 +175,23 @@ def agent_factory(
     raise TypeError(f"{agent!r} is neither an agent (with act()) nor a factory of agents")
 
 
+#: Names that reach file names, pages and terminals (a record's agent name, env id and record id):
+#: a letter or digit, then letters, digits, ``.``, ``_`` or ``-``; at most 200 characters.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def check_agent_name(name: str) -> str:
+    """``name`` if the board can store it (:data:`SAFE_NAME`), else a ``ValueError`` naming the
+    fix, raised before any episode runs (the store refuses such a record only after the work)."""
+    if not SAFE_NAME.fullmatch(name):
+        raise ValueError(
+            f"agent name {name!r} cannot name a board row: use letters, digits, '.', '_' or '-' "
+            "(starting with a letter or digit, at most 200 characters); set the agent's `name` "
+            "attribute"
+        )
+    return name
+
+
 def agent_display_name(agent_obj: Any, factory: Any = None) -> str:
     """The board's name of an agent: its ``name`` attribute, else its factory's or class name."""
     name = getattr(agent_obj, "name", None)

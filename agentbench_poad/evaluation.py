@@ -54,6 +54,7 @@ from agentbench_poad.agents import (
     agent_display_name,
     agent_factory,
     agent_version,
+    check_agent_name,
     load_factory,
     reset_agent,
 )
@@ -442,6 +443,7 @@ def evaluate_cell(
     results: dict[int, EpisodeResult] = {}
     try:
         agent = factory(envs[0], request.seed)
+        check_agent_name(agent_display_name(agent, source))  # before any episode is played
         batched = callable(getattr(agent, "act_batch", None))
         size = (request.batch_size or request.episodes) if batched else 1
         wanted = request.indices if request.indices is not None else range(request.episodes)

@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agentbench_poad.agents import SAFE_NAME
 from agentbench_poad.leaderboard.schema import RecordError
 
 #: Largest record file read (bytes). The biggest committed record is ~250 KB; a record keeps
@@ -41,7 +41,7 @@ MAX_DEPTH = 64
 MAX_INTEGER_DIGITS = 64
 #: Ids that name files and reach pages and terminals: a letter or digit, then letters, digits,
 #: ``.``, ``_`` or ``-``; at most 200 characters (a file name has 255 bytes, ``.json`` included).
-SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+SAFE_ID = SAFE_NAME
 #: The ids :func:`check_ids` checks, by where they sit in a record.
 ID_FIELDS = (("record_id",), ("env", "id"), ("agent", "name"))
 
