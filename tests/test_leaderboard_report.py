@@ -5,7 +5,6 @@ test_leaderboard_report_browser.py.)"""
 from __future__ import annotations
 
 import copy
-import json
 import re
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from hypothesis import strategies as st
 from agentbench_poad.baselines.random import RandomAgent
 from agentbench_poad.cli import main
 from agentbench_poad.leaderboard import add_record, evaluate
-from agentbench_poad.leaderboard.records import history_store, load_records
 from agentbench_poad.leaderboard.report import (
     build_report,
     iqm_difference,
@@ -41,7 +39,6 @@ from tests.test_leaderboard_toys import CODE_ID, CORRIDOR_ID, CodeAgent, make_co
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "leaderboard" / "results"
-RESULTS_MD = ROOT / "docs" / "results.md"
 BUILT = "2026-01-01T00:00:00+00:00"
 
 
@@ -347,118 +344,7 @@ def test_one_colour_per_agent_in_every_chart():
     assert "<title>title</title>" in inline
 
 
-# -- docs/results.md ---------------------------------------------------------------------------
-def test_committed_results_page_equals_its_generated_tables():
-    """Every marked table of docs/results.md is what `leaderboard results-tables` gives today."""
-    text = RESULTS_MD.read_text(encoding="utf-8")
-    names = [m.group("name") for m in MARKER.finditer(text)]
-    assert {"comparison", "table1", "env:Overcooked-TomatoSalad-v0"} <= set(names)
-    history = load_records(history_store(RESULTS))
-    regenerated = fill(text, load_records(RESULTS), root=ROOT, history=history)
-    assert regenerated == text, (
-        "docs/results.md differs from the records; run "
-        "`agentbench-poad leaderboard results-tables --write docs/results.md`"
-    )
-
-
-#: "+0.660 [+0.161, +1.053]": an IQM difference and its 95 % CI, as the comparison tables print.
-QUOTED_INTERVAL = re.compile(r"([+-]\d\.\d{3}) \[([+-]\d\.\d{3}), ([+-]\d\.\d{3})\]")
-#: "0.947 ± 0.133": a record's mean score and standard error.
-QUOTED_MEAN = re.compile(r"\d\.\d{3} ± \d\.\d{3}")
-
-
-def _flip(number: str) -> str:
-    return ("-" if number[0] == "+" else "+") + number[1:]
-
-
-def test_numbers_quoted_in_the_results_prose_are_the_records():
-    """The verdicts of docs/results.md quote IQM differences with their CIs and mean ± s.e.
-    scores in prose, outside the generated tables: each must be in today's tables (a difference
-    in either direction, "A − B" or "B − A") or, for a score, in a committed record (the history
-    and the runs kept off the board included). New records that change a table thus fail here
-    until the prose that quotes it is rewritten."""
-    text = RESULTS_MD.read_text(encoding="utf-8").replace("−", "-")
-    generated = "\n".join(m.group("body") for m in MARKER.finditer(text))
-    prose = MARKER.sub("", text)
-    intervals = QUOTED_INTERVAL.findall(prose)
-    assert len(intervals) >= 3  # the Tomato Salad verdicts quote them
-    stale = [
-        f"{d} [{lo}, {hi}]"
-        for d, lo, hi in intervals
-        if f"{d} [{lo}, {hi}]" not in generated
-        and f"{_flip(d)} [{_flip(hi)}, {_flip(lo)}]" not in generated
-    ]
-    assert stale == [], f"quoted in the prose but in no generated table: {stale}"
-    files = [*RESULTS.glob("*.json"), *(ROOT / "leaderboard" / "history").rglob("*.json")]
-    files += (ROOT / "runs").glob("*/*__*.json")  # records kept beside their runs
-    scores = set()
-    for path in files:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(record, dict) and "scores" in record:
-            scores.add(f"{record['scores']['mean']:.3f} ± {record['scores']['stderr']:.3f}")
-    quoted = set(QUOTED_MEAN.findall(prose))
-    assert quoted and quoted <= scores | set(QUOTED_MEAN.findall(generated)), (
-        f"scores quoted in the prose that no record has: {sorted(quoted - scores)}"
-    )
-
-
-#: Words that claim a verdict: "better"/"worse", "holds", "significant(ly)" (not after "no"),
-#: "beat(s)", "outperform(s)". Inside a `code span` a word is mentioned, not claimed.
-CLAIM = re.compile(
-    r"\b(better|worse|holds|beats?|outperforms?|significantly)\b|(?<!no )\bsignificant\b", re.I
-)
-CODE_SPAN = re.compile(r"`[^`]*`")
-
-
-def _prose_verdict_claims(prose: str, signed: set[str]) -> list[str]:
-    """The verdict words of ``prose`` that no generated verdict signs.
-
-    A claim word is signed when the quoted IQM difference nearest to it in its paragraph (or
-    table cell) is one whose generated verdict is "better" or "worse" (``signed``: such
-    differences as quoted, either direction); a word with no quoted difference beside it claims
-    a verdict on its own."""
-    unsigned = []
-    for block in re.split(r"\n\s*\n| \| ", CODE_SPAN.sub("``", prose)):
-        block = re.sub(r"\s+", " ", block)  # a phrase may wrap across lines
-        quotes = [(m.start(), m.group(0)) for m in QUOTED_INTERVAL.finditer(block)]
-        for word in CLAIM.finditer(block):
-            nearest = min(quotes, key=lambda q: abs(q[0] - word.start()), default=None)
-            if nearest is None or nearest[1] not in signed:
-                unsigned.append(block[max(0, word.start() - 60) : word.end() + 20])
-    return unsigned
-
-
-def _signed_differences(generated: str) -> set[str]:
-    signed = set()
-    for line in generated.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        if cells[-1] in ("better", "worse"):
-            for d, lo, hi in QUOTED_INTERVAL.findall(line):
-                signed |= {f"{d} [{lo}, {hi}]", f"{_flip(d)} [{_flip(hi)}, {_flip(lo)}]"}
-    return signed
-
-
-def test_results_prose_claims_no_verdict_the_tables_do_not_give():
-    """Hand-written prose in docs/results.md and README.md may not claim more than the generated
-    verdicts: "better", "worse", "holds", "significant(ly)", "beats" and "outperforms" only
-    beside a quoted IQM difference whose table verdict is "better" or "worse" (10 seeds per
-    agent, a CI excluding zero and an exact p below 0.05; :func:`.stats.verdict`)."""
-    text = RESULTS_MD.read_text(encoding="utf-8").replace("−", "-")
-    generated = "\n".join(m.group("body") for m in MARKER.finditer(text))
-    signed = _signed_differences(generated)
-    prose = MARKER.sub("", text)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8").replace("−", "-")
-    claims = _prose_verdict_claims(prose, signed) + _prose_verdict_claims(readme, signed)
-    assert claims == [], f"prose claims verdicts no generated table gives: {claims}"
-    # the rule can fail: a claim beside an unsigned difference, or alone
-    assert _prose_verdict_claims("A − B holds: +0.660 [+0.161, +1.053].", set())
-    assert _prose_verdict_claims("GRPO transfers significantly better than POAD.", signed)
-    assert not _prose_verdict_claims(
-        "A − B +0.660 [+0.161, +1.053], `better`; no significant difference.", set()
-    )
-    assert not _prose_verdict_claims(
-        "A − B holds: +0.660 [+0.161, +1.053].", {"+0.660 [+0.161, +1.053]"}
-    )
+# The results pages (docs/results.md, docs/results/*.md): tests/test_results_pages.py.
 
 
 def test_results_tables_command_writes_checks_and_refuses(tmp_path, records, capsys):
