@@ -17,12 +17,11 @@ from hypothesis import strategies as st
 from agentbench_poad.leaderboard.records import load_records
 from agentbench_poad.leaderboard.report import build_report, stats
 from agentbench_poad.leaderboard.report.common import below_random
-from agentbench_poad.leaderboard.report.results_tables import MARKER, tables
+from agentbench_poad.leaderboard.report.results_tables import MARKER, pages, tables
 from agentbench_poad.leaderboard.report.stats import Estimate, permutation_p, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "leaderboard" / "results"
-RESULTS_MD = ROOT / "docs" / "results.md"
 FIRST_FAIR_STUDY = ROOT / "leaderboard" / "history" / "fair-cpu"
 HAMBURGER_POAD = "VirtualHome-Hamburger-v0__poad__smollm2-135m__trainedon-FoodPreparation"
 
@@ -128,15 +127,20 @@ def _table_rows(body: str) -> list[list[str]]:
     return [[c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]] for line in lines]
 
 
+def _pages_text() -> str:
+    """Every results page (docs/results.md and docs/results/*.md), one after the other."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in pages(ROOT))
+
+
 def _seeds(record: dict) -> int:
     return len(record["scores"]["per_seed"])
 
 
 def test_generated_verdicts_follow_the_rule_on_the_committed_page():
-    """Every verdict of the committed comparison and credit tables obeys the rule: rows with
-    fewer than ten seeds on a side say "exploratory: direction only"; "better"/"worse" only with
-    a CI excluding zero and p < 0.05."""
-    text = RESULTS_MD.read_text(encoding="utf-8")
+    """Every verdict of the committed comparison and credit tables (on whichever results page
+    they stand) obeys the rule: rows with fewer than ten seeds on a side say "exploratory:
+    direction only"; "better"/"worse" only with a CI excluding zero and p < 0.05."""
+    text = _pages_text()
     bodies = {m.group("name"): m.group("body") for m in MARKER.finditer(text)}
     checked = exploratory = 0
     for name in ("comparison", "credit"):
@@ -222,8 +226,8 @@ def test_poad_on_hamburger_is_flagged_below_random_in_tables_and_report(tmp_path
         in (section)
     )
     assert flag in html.read_text()
-    # the committed page carries the flag (today on the second study's Food Preparation rows)
-    assert flag in RESULTS_MD.read_text(encoding="utf-8")
+    # the committed pages carry the flag (today on the second study's Food Preparation rows)
+    assert flag in _pages_text()
 
 
 def test_a_constructed_trained_row_below_random_is_flagged_and_one_above_is_not():
@@ -273,9 +277,15 @@ def test_a_constructed_trained_row_below_random_is_flagged_and_one_above_is_not(
 
 
 def test_committed_page_quotes_the_p_values():
-    """The tables carry the exact p beside the bootstrap CI."""
-    text = RESULTS_MD.read_text(encoding="utf-8")
-    assert text.count("| exact p | verdict |") == 3  # comparison, credit and long-action margins
+    """Every table with a verdict carries the exact p beside the bootstrap CI: the summary, the
+    comparison, credit, long-action margins and learning-speed pairs."""
+    bodies = {m.group("name"): m.group("body") for m in MARKER.finditer(_pages_text())}
+    with_verdicts = [n for n, b in bodies.items() if "| verdict |" in b.splitlines()[0]]
+    assert {"summary", "comparison", "credit"} <= set(with_verdicts)
+    assert any(n.startswith("margins:") for n in with_verdicts)
+    assert any(n.startswith("speed-pairs:") for n in with_verdicts)
+    for name in with_verdicts:
+        assert "| exact p | verdict |" in bodies[name].splitlines()[0], name
 
 
 def test_a_record_with_episodes_ended_by_the_deadline_is_named_not_compared():
