@@ -19,7 +19,10 @@ Layout::
 Resume bookkeeping lives here too: a run resumes only with the same identity (everything in
 config.json but the device); metric lines logged after the newest checkpoint (a killed run may
 have written some) are dropped; TensorBoard events after it are purged. Every file is written
-atomically (temp file or directory, then ``os.replace``), the ``latest`` pointer last.
+atomically (temp file or directory, fsynced, then ``os.replace``); the commit point of an update
+is the replace of the ``latest`` pointer (:meth:`RunDirectory.save_checkpoint`), after its
+metrics line and its checkpoint directory are on disk, so a run killed at any moment resumes
+from a checkpoint whose metrics, weights and generators belong together.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -60,11 +64,49 @@ def _compute(algorithm: dict[str, Any]) -> dict[str, Any]:
     return compute_summary(algorithm.get("device", "cpu"), algorithm.get("dtype", "float32"))
 
 
-def write_json(path: Path, value: Any) -> None:
-    """Write ``value`` as indented JSON through a temp file and ``os.replace``."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+#: Test-only (tests/test_resume_sigkill.py): seconds to pause after each step of an update's
+#: commit sequence, each announced on stderr as ``commit-step: NAME``, so that a test can SIGKILL
+#: a run inside any of them. Unset (always, outside that test): no pause, no output.
+COMMIT_PAUSE_ENV = "AGENTBENCH_POAD_TEST_COMMIT_PAUSE"
+
+
+def commit_step(name: str) -> None:
+    """Mark a step of the commit sequence (a pause only under :data:`COMMIT_PAUSE_ENV`)."""
+    pause = os.environ.get(COMMIT_PAUSE_ENV)
+    if pause:
+        print(f"commit-step: {name}", file=sys.stderr, flush=True)
+        time.sleep(float(pause))
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file, or a directory's entries, to disk (a directory where the OS allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # a directory on Windows cannot be opened; its renames are durable anyway
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a directory
+    finally:
+        os.close(fd)
+
+
+def _replace_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically and durably: temp file, fsync, ``os.replace``,
+    fsync of the directory (a kill or a crash leaves the old file or the new, never a mix)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(tmp, path)
+    _fsync(path.parent)
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write ``value`` as indented JSON, atomically (temp file, fsync, ``os.replace``)."""
+    _replace_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
 def load_run_config(run_dir: str | os.PathLike) -> dict[str, Any]:
@@ -212,6 +254,7 @@ class RunDirectory:
                     )
             spec = _kept_config_source(self.path, previous, spec)
             checkpoint = latest_checkpoint(self.path)
+            self._drop_uncommitted_checkpoints(checkpoint)
         elif self.metrics_path.exists():
             raise FileExistsError(
                 f"{self.path} already holds a run; pass resume=True (--resume) to continue it or "
@@ -232,7 +275,11 @@ class RunDirectory:
 
     # -- logs --------------------------------------------------------------------------------
     def truncate_metrics(self, updates: int) -> None:
-        """Keep the metric lines of updates ``<= updates`` (a killed run may have logged more)."""
+        """Keep the metric lines of updates ``<= updates`` (a killed run may have logged more).
+
+        Run on resume with the update of the checkpoint it resumes from: the lines of a killed
+        run's uncommitted updates go, and so does a line cut short by the kill.
+        """
         path = self.metrics_path
         if not path.exists():
             return
@@ -243,9 +290,7 @@ class RunDirectory:
                     kept.append(line)
             except (json.JSONDecodeError, KeyError, TypeError):
                 continue  # a line cut short by the kill
-        tmp = path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(line + "\n" for line in kept))
-        os.replace(tmp, path)
+        _replace_text(path, "".join(line + "\n" for line in kept))
 
     def read_metrics(self) -> list[dict[str, Any]]:
         """The logged update lines, in order, skipping a line cut short by a kill.
@@ -268,14 +313,21 @@ class RunDirectory:
         return rows
 
     def append_metrics(self, metrics: dict[str, Any]) -> None:
+        """Append an update's line and flush it to disk (before its checkpoint is committed)."""
         with open(self.metrics_path, "a") as handle:
             handle.write(json.dumps(metrics, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
 
     def write_learning_curve(self, curve: list[dict[str, Any]]) -> None:
         write_json(self.path / "learning_curve.json", curve)
 
-    def write_best_code(self, best_code: dict[str, Any]) -> None:
-        write_json(self.path / "best_code.json", best_code)
+    def write_best_code(self, best_code: dict[str, Any] | None) -> None:
+        """Write the best code so far (None: none yet, the file is removed)."""
+        if best_code is None:
+            (self.path / "best_code.json").unlink(missing_ok=True)
+        else:
+            write_json(self.path / "best_code.json", best_code)
 
     def tensorboard(self, *, purge_step: int | None) -> TensorBoard:
         """The run's TensorBoard writer (``purge_step``: drop events from that step on)."""
@@ -292,7 +344,14 @@ class RunDirectory:
         *,
         keep: int,
     ) -> Path:
-        """Write a checkpoint atomically (temp dir, rename, then move the ``latest`` pointer)."""
+        """Write a checkpoint and commit it.
+
+        The files go to a temp directory, are flushed to disk and the directory is renamed to
+        ``update_NNNNNN``; then the ``latest`` pointer is replaced: that replace is the commit
+        point. A run killed before it resumes from the previous checkpoint (and drops the
+        metrics lines after that one), after it from this one. Older checkpoints beyond ``keep``
+        are removed last.
+        """
         import torch
 
         root = self.path / "checkpoints"
@@ -306,16 +365,34 @@ class RunDirectory:
         torch.save(algorithm.state_dict(), tmp / "agent.pt")
         torch.save(generators, tmp / "rng.pt")
         write_json(tmp / "state.json", state)
-        if final.exists():
+        for path in sorted(tmp.rglob("*"), reverse=True):  # files, then their directories
+            _fsync(path)
+        _fsync(tmp)
+        commit_step("checkpoint-written")
+        if final.exists():  # left by a run killed between its rename and its commit
             shutil.rmtree(final)
         os.replace(tmp, final)
-        pointer = root / "latest"
-        pointer_tmp = root / "latest.tmp"
-        pointer_tmp.write_text(name + "\n")
-        os.replace(pointer_tmp, pointer)
-        for old in sorted(root.glob("update_*"))[:-keep]:
-            shutil.rmtree(old)
+        _fsync(root)
+        commit_step("checkpoint-renamed")
+        _replace_text(root / "latest", name + "\n")  # the commit point
+        commit_step("checkpoint-committed")
+        kept = sorted(p for p in root.glob("update_*") if p.name <= name)[-keep:]
+        for old in root.glob("update_*"):
+            if old not in kept:
+                shutil.rmtree(old)
         return final
+
+    def _drop_uncommitted_checkpoints(self, checkpoint: Path | None) -> None:
+        """Remove what a killed run left beyond its last commit: temp checkpoint directories and
+        checkpoints the ``latest`` pointer never reached (resuming rewrites them)."""
+        root = self.path / "checkpoints"
+        if not root.is_dir():
+            return
+        newest = "" if checkpoint is None else checkpoint.name
+        for path in root.iterdir():
+            uncommitted = path.name.startswith("update_") and path.name > newest
+            if path.is_dir() and (uncommitted or path.name.endswith(".tmp")):
+                shutil.rmtree(path)
 
     @staticmethod
     def load_checkpoint(

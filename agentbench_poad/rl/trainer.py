@@ -3,10 +3,10 @@
 :func:`train` runs the reference loop (docs/reference.md#training-loop-structure) and reads as
 the loop it is: per update, the rollout (:mod:`agentbench_poad.rl.rollout`, or a group agent's
 :mod:`~agentbench_poad.rl.group_rollout`), the agent's ``compute_advantages`` and ``update``, the
-metrics line, then ``_evaluate_if_due`` and ``_checkpoint_if_due``. It receives the algorithm
-*class* and never asks which one it runs; looking one up by name is the CLI's job, so ``rl/``
-never imports the agents. The run directory's files and resume bookkeeping live in
-:mod:`agentbench_poad.rl.run_dir`; exact resume is described in docs/agents.md ("Training").
+metrics line, ``_evaluate_if_due`` and ``_commit_update`` (log, checkpoint). It receives the
+algorithm *class* and never asks which one it runs; looking one up by name is the CLI's job, so
+``rl/`` never imports the agents. The run directory's files and resume bookkeeping live in
+:mod:`agentbench_poad.rl.run_dir`; exact resume is described in docs/agents.md ("Run directory").
 """
 
 from __future__ import annotations
@@ -37,7 +37,12 @@ from agentbench_poad.rl.rollout import (
     derived_seed,
     rollout,
 )
-from agentbench_poad.rl.run_dir import RunDirectory, latest_checkpoint, load_run_config
+from agentbench_poad.rl.run_dir import (
+    RunDirectory,
+    commit_step,
+    latest_checkpoint,
+    load_run_config,
+)
 
 __all__ = [
     "METRIC_KEYS",
@@ -293,8 +298,7 @@ def train(
                 config.batch_size / max(time.perf_counter() - started, 1e-9),
             )
             _evaluate_if_due(session, metrics)
-            _log(session, metrics)
-            _checkpoint_if_due(session, last_update)
+            _commit_update(session, metrics, last_update)
             bar.update(1)
             bar.set_postfix(ret=metrics["episode_return_mean"], kl=metrics.get("approx_kl"))
     finally:
@@ -423,8 +427,10 @@ def _start(
     # worked-example style: the end of the function body); the policy then stops there in
     # training rollouts and in the learning-curve evaluations alike.
     policy.generation = policy.settings_for(slots[0].info.get("action_stop"))
+    # A killed run may have logged updates after its last commit: drop them.
     run.truncate_metrics(state.update)
     run.write_learning_curve(state.learning_curve)
+    run.write_best_code(state.best_code)
     try:
         agent.check_environment(env_id, slots[0].info.get("available_actions") is None)
     except ValueError:
@@ -470,21 +476,24 @@ def _evaluate_if_due(session: _Session, metrics: dict[str, Any]) -> None:
     )
     metrics.update({k: v for k, v in point.items() if k != "env_steps"})
     state.learning_curve.append(point)
-    session.run.write_learning_curve(state.learning_curve)
 
 
-def _log(session: _Session, metrics: dict[str, Any]) -> None:
-    """The update's metrics line, TensorBoard scalars and the best code so far."""
-    session.run.append_metrics(metrics)
-    session.tensorboard.log(metrics, session.state.env_steps)
-    if session.state.best_code is not None:
-        session.run.write_best_code(session.state.best_code)
+def _commit_update(session: _Session, metrics: dict[str, Any], last_update: int) -> None:
+    """Log the update, then, every ``checkpoint_every`` updates and after this call's last,
+    checkpoint it (weights, optimisers, generators, every env's unfinished episode).
 
-
-def _checkpoint_if_due(session: _Session, last_update: int) -> None:
-    """Every ``checkpoint_every`` updates and after this call's last: weights, optimisers,
-    generators and every env's unfinished episode (exact resume)."""
+    The order is what makes a kill at any moment resumable exactly: first everything that a
+    resume drops or rewrites when it is newer than the checkpoint it resumes from (the metrics
+    line, on disk; TensorBoard scalars; the learning curve and best code, rewritten from the
+    checkpoint's state), then the checkpoint, whose ``latest`` pointer is the commit point
+    (:meth:`~agentbench_poad.rl.run_dir.RunDirectory.save_checkpoint`).
+    """
     state = session.state
+    session.run.append_metrics(metrics)
+    session.tensorboard.log(metrics, state.env_steps)
+    session.run.write_learning_curve(state.learning_curve)
+    session.run.write_best_code(state.best_code)
+    commit_step("logged")
     if not (state.update % session.config.checkpoint_every == 0 or state.update == last_update):
         return
     session.run.save_checkpoint(
