@@ -35,8 +35,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentbench_poad.baselines.ntpo import NTPO, NTPOConfig
-from agentbench_poad.rl.advantages import token_level_gae
-from agentbench_poad.rl.buffer import RolloutBuffer
 
 __all__ = ["ArcherADRL", "ArcherADRLConfig"]
 
@@ -60,24 +58,11 @@ class ArcherADRL(NTPO):
     name = "archer-adrl"
     config_class = ArcherADRLConfig
 
-    def compute_advantages(self, buffer: RolloutBuffer) -> None:
-        """Token-level GAE with NTPO's inner tokens and the boundary bootstrap ``V_{t+1}^{n_{t+1}}``.
-
-        ``buffer.next_values`` (the value before the first token of the observation after the
-        rollout) serves each environment's last rollout step, and ``buffer.final_values()`` a
-        time-limit truncation: no next action exists there.
+    def boundary_bootstrap(self) -> str:
+        """ARCHER-ADRL's only change from NTPO: an action's last token bootstraps from
+        ``V_{t+1}^{n_{t+1}}``, the value before the next action's *last* token. POAD's
+        ``compute_advantages`` passes it to ``token_level_gae`` (``boundary="last"``), where
+        ``buffer.next_values`` serves each environment's last rollout step and
+        ``buffer.final_values()`` a time-limit truncation: no next action exists there.
         """
-        values, mask = buffer.value_grid()
-        buffer.advantages, buffer.returns = token_level_gae(
-            buffer.rewards(),
-            values,
-            mask,
-            buffer.dones(),
-            buffer.next_values,
-            gamma=self.config.gamma,
-            lam=self.config.lam,
-            intra_gamma=self.intra_gamma(),
-            truncated=buffer.truncations(),
-            final_values=buffer.final_values(),
-            boundary="last",
-        )
+        return "last"

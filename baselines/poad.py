@@ -108,6 +108,11 @@ class POAD(PPOAgent):
         """Discount between the tokens of one action: 1 is BAD (no discount inside actions)."""
         return 1.0
 
+    def boundary_bootstrap(self) -> str:
+        """Which value of the next action an action's last token bootstraps from: ``"first"``,
+        the value before its first token, ``V_{t+1}^1`` (``token_level_gae``'s ``boundary``)."""
+        return "first"
+
     # -- critic ---------------------------------------------------------------------------------
     def make_critic(self, generator: torch.Generator) -> torch.nn.Module:
         return TokenCritic(
@@ -168,6 +173,7 @@ class POAD(PPOAgent):
             intra_gamma=self.intra_gamma(),
             truncated=buffer.truncations(),
             final_values=buffer.final_values(),
+            boundary=self.boundary_bootstrap(),
         )
 
     # -- loss granularity: one PPO term per action token ----------------------------------------

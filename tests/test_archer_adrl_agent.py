@@ -41,7 +41,7 @@ def test_registered_with_ntpo_presets():
     assert issubclass(ArcherADRL, NTPO) and ArcherADRL.supports_open_actions
     # Only the credit assignment is its own: everything else is NTPO's (and so POAD's) code.
     own = {k for k in vars(ArcherADRL) if not k.startswith("__")}
-    assert own == {"name", "config_class", "compute_advantages"}
+    assert own == {"name", "config_class", "boundary_bootstrap"}
     assert preset_names(ArcherADRLConfig) == preset_names(NTPOConfig)
     for name in preset_names(NTPOConfig):  # every family and its "-mini" CPU preset
         ours, ntpo = ArcherADRLConfig.preset(name), NTPOConfig.preset(name)
