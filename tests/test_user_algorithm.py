@@ -94,7 +94,7 @@ def test_a_spec_that_does_not_import_is_a_clear_error(tmp_path):
     with pytest.raises(AlgorithmError, match="has no attribute 'Nope'"):
         get_algorithm("agentbench_poad.baselines.poad:Nope")
     with pytest.raises(KeyError, match="choose one of"):
-        get_algorithm("archer")
+        get_algorithm("no-such-agent")
 
 
 def test_builtins_and_the_example_pass_the_check_and_name_their_source(monkeypatch):
@@ -227,8 +227,8 @@ def test_cli_train_refuses_bad_algorithms_before_any_model_loads(tmp_path, capsy
     (tmp_path / "broken.py").write_text("raise RuntimeError('boom at import')\n")
     code, err = _train(capsys, "--agent", "broken.py:Algo")
     assert code == 2 and "does not import: RuntimeError: boom at import" in err
-    code, err = _train(capsys, "--agent", "archer")
-    assert code == 2 and "unknown agent 'archer'" in err and "path/to/file.py:Class" in err
+    code, err = _train(capsys, "--agent", "no-such-agent")
+    assert code == 2 and "unknown agent 'no-such-agent'" in err and "path/to/file.py:Class" in err
     assert not (tmp_path / "unused-run-dir").exists()
 
 
