@@ -61,9 +61,11 @@ no entropy bonus.
   plays ``num_envs × rollout_length`` steps. The paper-scale presets keep the paper's per-
   iteration numbers (50 × 256 critic samples per update, 20 warm-up updates), which replays each
   transition more often than the paper did. The CPU preset (``--preset mini``) keeps the paper's
-  replay ratio instead: 8 steps × 64 = 512 samples per 128 new transitions (~4×; the paper's
-  12,800 per ~2,000 is ~6×), a buffer of 4,096 transitions (32 updates; the paper's holds ~50
-  iterations) and one warm-up update; the rest is the shared CPU preset (rl/config.py).
+  replay ratio instead, in as many critic steps per update as the PPO agents' CPU preset takes
+  (4 epochs × 4 minibatches): 16 steps × 32 = 512 samples per 128 new transitions (~4×; the
+  paper's 12,800 per ~2,000 is ~6×; DataSciCoding: 4 × 16 per 16 programs, its 2 × 2 steps), a
+  buffer of 4,096 transitions (32 updates; the paper's holds ~50 iterations) and one warm-up
+  update; the rest is the shared CPU preset (rl/config.py).
 
 ``lam``, ``value_coef`` and the value clip are unused (no GAE, no on-policy value loss).
 
@@ -114,13 +116,14 @@ _PAPER: dict[str, Any] = {
 }
 _ACTOR_LR = {"overcooked": 5e-7, "virtualhome": 1e-6, "datascicoding": 1e-6}
 
-#: On top of the shared CPU preset (rl/config.py MINI_PRESETS): the paper's replay ratio at the
-#: CPU preset's 128 steps per update (DataSciCoding: 16 programs per update, so 4 × 16).
+#: On top of the shared CPU preset (rl/config.py MINI_PRESETS): the paper's replay ratio (~4
+#: samples per new transition) in the PPO agents' number of critic steps per update (epochs ×
+#: minibatches: 16 of 128 steps; DataSciCoding 4 of 16 programs).
 _MINI: dict[str, dict[str, Any]] = {
     family: {
         "replay_capacity": 4096,
-        "critic_updates": 8 if family != "datascicoding" else 4,
-        "critic_batch_size": 64 if family != "datascicoding" else 16,
+        "critic_updates": 16 if family != "datascicoding" else 4,
+        "critic_batch_size": 32 if family != "datascicoding" else 16,
         "warmup_updates": 1,
     }
     for family in _ACTOR_LR

@@ -243,7 +243,7 @@ def test_presets_say_where_their_values_come_from():
     assert (paper.tau, paper.replay_capacity, paper.critic_updates) == (0.1, 100_000, 50)
     assert paper.critic_batch_size == 256 and paper.warmup_updates == 20
     mini = ArcherConfig.preset("overcooked-mini")
-    assert (mini.critic_updates, mini.critic_batch_size, mini.replay_capacity) == (8, 64, 4096)
+    assert (mini.critic_updates, mini.critic_batch_size, mini.replay_capacity) == (16, 32, 4096)
     assert mini.lr == 5e-4 and mini.tau == 0.1  # the shared CPU preset; the paper's tau
     assert ArcherConfig.preset("datascicoding-mini").critic_batch_size == 16
     for bad in ({"tau": 0.0}, {"replay_capacity": 0}, {"critic_updates": -1}):
