@@ -6,16 +6,14 @@ a **token-level actor** whose every token is credited with that critic's advanta
 utterance. This is the published method; ``archer-adrl`` (baselines/archer_adrl.py) is what the
 POAD paper's code ran under the name "ARCHER", an on-policy token-level PPO variant.
 
-**What one update does** (the trainer calls ``collect``, ``bootstrap_values``,
-``compute_advantages`` and the shared ``update``; ``make_critic`` returns None, so the shared
-update takes no on-policy critic step and the critic below is trained here instead):
+**One update** (``make_critic`` returns None: the shared update takes no on-policy critic
+step; ``compute_advantages`` trains the critic below):
 
 1. *Replay.* Every rollout step becomes a transition (observation, its offered actions, action
    text and tokens, reward, next observation, done) in a :class:`ReplayBuffer` of
-   ``replay_capacity`` transitions (oldest overwritten first). ``done`` is a terminal state only:
-   a time-limit truncation keeps the observation the limit cut the episode at as its next
-   observation and bootstraps from it (Gymnasium's rule, as every agent here). The last step of a
-   rollout waits for the next rollout's first observation (``pending``, checkpointed).
+   ``replay_capacity`` transitions (oldest overwritten first). ``done`` is a terminal state only
+   (a time limit bootstraps from the observation it cut at, as every agent here). A rollout's
+   last step waits for the next rollout's first observation (``pending``).
 2. *Critic.* ``critic_updates`` steps, each on ``critic_batch_size`` transitions drawn uniformly
    with replacement from the buffer (the buffer's own seeded generator). Twin heads Q1, Q2 read
    the frozen model's features ``[h(s); h(s, a)]`` (``h(s)`` at the observation's last token,
@@ -25,14 +23,11 @@ update takes no on-policy critic step and the critic below is trained here inste
        Q_i(s, a) <- r + γ (1 − done) V̄_i(s')
        V_i(s)    <- Σ_a π(a | s) Q̄_i(s, a)     (offered actions, current policy)
 
-   Loss: the sum of the four heads' mean squared errors (:func:`critic_targets` computes both
-   targets; tests/test_archer.py checks it against a plain loop).
+   Loss: the sum of the four heads' mean squared errors (targets: :func:`critic_targets`).
 3. *Actor.* Each sample of the rollout gets ``A = min(Q1, Q2)(s, a) − min(V1, V2)(s)`` from the
-   trained online critic, on every token of its action, and the shared token-level PPO loss runs
-   on it: the ratio of the LM's token probabilities, the clip, the dual clip and the log-ratio
-   clamp, the shared KL guard, reward-free rule and budgets (rl/ppo.py, rl/token_level.py). For
-   the first ``warmup_updates`` updates the actor is held (the shared update's ``train_policy``
-   switch) while the critic learns.
+   trained online critic, on every token of its action, for the shared token-level PPO loss
+   (token ratios, clip, dual clip, log-ratio clamp, KL guard, budgets). The first
+   ``warmup_updates`` updates hold the actor (the shared ``train_policy`` switch).
 
 **From the paper and its code** (github.com/YifeiZhou02/ArCHer): the utterance-level Q and V
 with TD targets ``r + γ(1 − d)V̄(s')`` and ``Q̄(s, a)``; twin Q and V heads with the minimum of
@@ -40,9 +35,7 @@ each pair in the advantage; a target network soft-updated after every critic ste
 a replay buffer of 100,000 transitions sampled uniformly; 50 critic steps of 256 transitions per
 iteration; critic lr 2e-5 (1e-5 in some of its configs); 3 actor steps per iteration; 10-20
 warm-up iterations of critic-only training; the advantage given to every token of the utterance;
-no entropy bonus.
-
-**Changed here, and why.**
+no entropy bonus. **Changed here, and why:**
 
 * *V target: the expectation over the offered actions* instead of one action sampled from the
   current policy: the same quantity without its sampling noise (and no generator to checkpoint).
@@ -67,12 +60,9 @@ no entropy bonus.
   buffer of 4,096 transitions (32 updates; the paper's holds ~50 iterations) and one warm-up
   update; the rest is the shared CPU preset (rl/config.py).
 
-``lam``, ``value_coef`` and the value clip are unused (no GAE, no on-policy value loss).
-
-**Exact resume:** :meth:`Archer.state_dict` holds the online and target critics, the critic's
-optimiser, the replay buffer (texts interned) with its sampling generator, the pending
-transitions and the update count; tests/test_archer.py kills a run with SIGKILL and checks that
-the resumed run's updates equal an uninterrupted run's.
+``lam``, ``value_coef`` and the value clip are unused. **Exact resume:** the checkpoint holds
+both critics, their optimiser, the buffer with its generator and the pending transitions
+(:meth:`Archer.state_dict`; tests/test_archer.py resumes a SIGKILLed run exactly).
 """
 
 from __future__ import annotations
@@ -460,7 +450,10 @@ class Archer(PPOAgent):
         buffer.advantages = (q - v).double().cpu().numpy().reshape(shape)
         buffer.returns = q.double().cpu().numpy().reshape(shape)
         self.updates_seen += 1
-        # The actor is held during the warm-up through the shared update's own switch.
+        self._hold_actor_in_warmup()
+
+    def _hold_actor_in_warmup(self) -> None:
+        """The actor is held during the warm-up through the shared update's own switch."""
         warm = self.updates_seen <= self._actor_config.warmup_updates
         self.config = self._held_config if warm else self._actor_config
 
@@ -611,8 +604,7 @@ class Archer(PPOAgent):
         self.replay.load_state_dict(own["replay"])
         self.pending = dict(zip(own["pending_envs"], _unpack(own["pending"])))
         self.updates_seen = int(own["updates_seen"])
-        warm = self.updates_seen <= self._actor_config.warmup_updates
-        self.config = self._held_config if warm else self._actor_config
+        self._hold_actor_in_warmup()
 
 
 def _transition(record: StepRecord, following: str | None) -> Transition:
