@@ -28,9 +28,9 @@ MAX_MESSAGE = 400
 MAX_TRACEBACK = 4000
 
 
-def _write_status(out_dir: str, status: dict, records: list[bytes] | None = None) -> None:
-    """Write the status line and the output records to the host's FIFO, all at once."""
-    data = json.dumps(status).encode("utf-8") + b"\n" + b"".join(records or [])
+def _write_status(out_dir: str, status: dict, records: list | None = None) -> None:
+    """Write the status line, then the output records, to the host's FIFO (once, at the end)."""
+    pieces = [json.dumps(status).encode("utf-8") + b"\n", *(records or [])]
     # Non-blocking open: with no reader (no host listening) this fails instead of hanging.
     try:
         fd = os.open(os.path.join(out_dir, "result"), os.O_WRONLY | os.O_NONBLOCK)
@@ -38,9 +38,10 @@ def _write_status(out_dir: str, status: dict, records: list[bytes] | None = None
         return
     try:
         os.set_blocking(fd, True)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        for piece in pieces:
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view) :]
     except OSError:
         pass
     finally:
@@ -226,13 +227,13 @@ def main(argv: list[str]) -> int:
                 out_dir,
                 {
                     "category": "output_invalid",
-                    "message": f"the outputs are more than {budget} bytes; the limit is {budget}",
+                    "message": f"the outputs take more than the limit of {budget} bytes",
                     "traceback": "",
                 },
             )
             return 0
         names.append(name)
-        records.append(buffer.getvalue())
+        records.append(buffer.getbuffer())
     _write_status(
         out_dir, {"category": "ok", "message": "", "traceback": "", "outputs": names}, records
     )
