@@ -429,7 +429,7 @@ def test_the_wall_time_limit_is_the_attempts() -> None:
     )
     grade = grader.grade(parse_action(slow))
     assert grade.category == "timeout" and grade.message == "timed out after 5 s"
-    assert 5.0 <= grade.runtime_s < 8.0
+    assert 5.0 <= grade.runtime_s < 15.0  # the kill, on a loaded machine, is not instant
     roomy = Grader(
         data.X, data.y, data.n_classes, sandbox="process", limits=Limits(wall_time_s=60.0)
     )
