@@ -514,3 +514,35 @@ def test_speed_benchmarks_print_their_ratio(tiny_model_dir, script, args):  # no
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ratio:" in done.stdout and "goal" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "script, args, expected",
+    [
+        # where one update's time goes, per phase, for a token-level and a group agent
+        ("update_profile.py", ["--tiny", "--agents", "poad,grpo", "--updates", "3"], "ratio:"),
+        # this tree against itself (no --landed: a smoke run makes no worktree), interleaved
+        ("side_by_side.py", ["--tiny", "--agents", "poad", "--updates", "2"], "ratio:"),
+    ],
+)
+def test_profile_and_side_by_side_run(tiny_model_dir, script, args, expected):  # noqa: F811
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / script), "--model", str(tiny_model_dir)]
+        + ["--threads", "1", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert expected in done.stdout, done.stdout[-2000:]
+    if script == "update_profile.py":  # every agent's table names the update's phases
+        assert done.stdout.count("update: policy forward") == 2
+        assert "first update" in done.stdout
+    else:
+        assert "same first-update metrics: True" in done.stdout

@@ -27,6 +27,8 @@ COVERED_ELSEWHERE = {
     "benchmarks/ppo_update.py": "tests/test_rl_speed.py",
     "benchmarks/action_scoring.py": "tests/test_rl_speed.py",
     "benchmarks/train_iteration.py": "tests/test_rl_speed.py",
+    "benchmarks/update_profile.py": "tests/test_rl_speed.py",
+    "benchmarks/side_by_side.py": "tests/test_rl_speed.py",
     "benchmarks/gpu_check.py": "tests/test_gpu_check.py",
 }
 TINY_MODEL = "{tiny_model}"  # replaced by the tiny model's directory

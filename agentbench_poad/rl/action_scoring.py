@@ -11,12 +11,14 @@ Read top to bottom:
 * :meth:`ActionScoring._candidate_tries` -- a prompt's candidates as a trie (a shared prefix such
   as " pick up the" runs once);
 * :meth:`ActionScoring._candidate_log_probs` -- per-token log-probs read from a table of logits;
-* :meth:`ActionScoring._score_group` -- one forward over the *tree layout* of a group of prompts
-  (:meth:`ActionScoring._tree_layout`: each prompt, then its candidates' trie, with a mask that
-  lets a node see its prompt and its ancestors only), exact against one forward per candidate;
-* :meth:`ActionScoring._tree_lower_states`, :meth:`ActionScoring._top_inputs` -- with
-  ``lora_layers``, the tree's frozen lower-layer states from a cache, so only the adapted top
-  layers run; :meth:`ActionScoring._tree_logits` runs them and the LM head at the read slots;
+* :meth:`ActionScoring._score_group` -- one forward over the *prefix forest* of a group of prompts
+  (:mod:`agentbench_poad.rl.prefix_forest`: each prompt, then its candidates' trie, all of them
+  one trie over token prefixes, with a mask that lets a node see its ancestors only), exact
+  against one forward per candidate;
+* :meth:`ActionScoring._tree_lower_states` -- with ``lora_layers``, each tree's frozen
+  lower-layer states from a cache, so only the adapted top layers run;
+  :meth:`ActionScoring._slot_reader` runs them and the LM head at the read slots
+  (:mod:`agentbench_poad.rl.slot_head`);
 * :meth:`ActionScoring._score_restricted` -- batching: repeated (prompt, actions) pairs scored
   once (across calls too, under fixed weights: :meth:`ActionScoring._score_memo`), prompts
   grouped under ``score_batch_tokens`` (:meth:`ActionScoring._score_unique`), scores normalised.
@@ -32,6 +34,11 @@ import torch
 
 from agentbench_poad.rl.policy_model import PolicyModel, _check_batch
 from agentbench_poad.rl.policy_types import NORMALIZATIONS
+from agentbench_poad.rl.prefix_forest import Forest, build_forest
+from agentbench_poad.rl.slot_head import slot_log_probs
+
+#: ``read(rows, targets, with_entropy) -> (log-probs (N,), slot entropies (S,))``.
+SlotReader = Callable[[Sequence[int], Sequence[int], bool], "tuple[torch.Tensor, torch.Tensor]"]
 
 
 class ActionScoring(PolicyModel):
@@ -78,14 +85,15 @@ class ActionScoring(PolicyModel):
 
     def _candidate_log_probs(
         self,
-        table: torch.Tensor,
+        read: SlotReader,
         candidates: list[list[list[int]]],
         row_of: Callable[[int, int, int], int],
         entropy: list[torch.Tensor] | None = None,
     ) -> list[torch.Tensor]:
         """Per prompt, ``(K_i, L)`` log p(token j of candidate k | prompt, earlier tokens).
 
-        ``table`` holds one row of logits per scored position; ``row_of(i, k, j)`` is the row
+        ``read(rows, targets, with_entropy)`` gives the log-probability of each target token at
+        its slot and every slot's entropy (:meth:`_slot_reader`); ``row_of(i, k, j)`` is the slot
         that predicts token ``j`` of candidate ``k`` of prompt ``i``. Pads are 0. With
         ``entropy`` (a list), per prompt the ``(K_i, L)`` full-vocabulary entropies of the same
         positions are appended to it (what token-level PPO's entropy bonus reads).
@@ -102,17 +110,15 @@ class ActionScoring(PolicyModel):
                     out_col.append(j)
                     targets.append(token)
                 row += 1
-        chosen = table[torch.tensor(source, device=table.device)]
-        log_softmax = torch.log_softmax(chosen.float(), dim=-1)
-        scored = log_softmax.gather(-1, torch.tensor(targets, device=table.device)[:, None])[:, 0]
+        scored, slot_entropy = read(source, targets, entropy is not None)
         at = (
-            torch.tensor(out_row, device=table.device),
-            torch.tensor(out_col, device=table.device),
+            torch.tensor(out_row, device=scored.device),
+            torch.tensor(out_col, device=scored.device),
         )
-        log_probs = torch.zeros((row, width), device=table.device, dtype=scored.dtype)
+        log_probs = torch.zeros((row, width), device=scored.device, dtype=scored.dtype)
         log_probs = log_probs.index_put(at, scored)
         if entropy is not None:
-            per_position = -(log_softmax.exp() * log_softmax).sum(dim=-1)
+            per_position = slot_entropy[torch.tensor(source, device=scored.device)]
             entropies = torch.zeros_like(log_probs).index_put(at, per_position)
             entropy.extend(torch.split(entropies, counts, dim=0))
         return list(torch.split(log_probs, counts, dim=0))
@@ -123,13 +129,14 @@ class ActionScoring(PolicyModel):
         candidates: list[list[list[int]]],
         entropy: list[torch.Tensor] | None = None,
     ) -> list[torch.Tensor]:
-        """Token log-probs of every candidate after its prompt, the prompt run once.
+        """Token log-probs of every candidate after its prompt, each shared prefix run once.
 
-        One forward over the tree layout (:meth:`_tree_layout`: each prompt, then its
-        candidates' trie), with the LM head only where a logit is read. With ``lora_layers`` the
-        frozen lower layers' states of the (prompt, candidates) tree come from a cache
-        (:meth:`_tree_lower_states`) and only the adapted top layers run; otherwise the whole
-        model runs. Exact: equal to one plain forward per prompt + candidate.
+        One forward over the prefix forest of the group (:func:`build_forest`: the prompts and
+        their candidates' tries as one trie over token prefixes, so a prompt prefix that several
+        prompts share runs once too), with the LM head only where a logit is read. With
+        ``lora_layers`` the frozen lower layers' states of each (prompt, candidates) tree come
+        from a cache (:meth:`_tree_lower_states`) and only the adapted top layers run; otherwise
+        the whole model runs. Exact: equal to one plain forward per prompt + candidate.
 
         With ``entropy`` (a list), per prompt the ``(K_i, L)`` entropies of
         :meth:`_candidate_log_probs` are appended.
@@ -145,68 +152,40 @@ class ActionScoring(PolicyModel):
             return empty
         # A candidate's last token predicts nothing scored: it is not in the trie.
         tries, paths = self._candidate_tries(candidates, keep_last=False)
-        ids, positions, mask, width_p = self._tree_layout(prompt_ids, tries)
+        forest = self._forest(prompt_ids, tries)
         inputs = (
-            self._top_inputs(prompt_ids, candidates, tries, ids.shape[1], width_p)
+            forest.gather(self._tree_lower_states(prompt_ids, candidates, tries))
             if self._reuse_from() > 0
-            else ids
+            else forest.ids.to(self.device)
         )
         # The slots whose logits are read: each prompt's last token and the trie nodes of every
-        # candidate's tokens but its last.
+        # candidate's tokens but its last (tree i's elements: its prompt's tokens, then its
+        # trie's nodes).
         slots: dict[tuple[int, int], int] = {}
         for i, (p, group, group_paths) in enumerate(zip(prompt_ids, candidates, paths)):
-            slots.setdefault((i, len(p) - 1), len(slots))
+            slots.setdefault(forest.where[i][len(p) - 1], len(slots))
             for tokens, path in zip(group, group_paths):
                 for node in path[: len(tokens) - 1]:
-                    slots.setdefault((i, width_p + node), len(slots))
-        table = self._tree_logits(inputs, mask, positions, list(slots))
+                    slots.setdefault(forest.where[i][len(p) + node], len(slots))
+        read = self._slot_reader(inputs, forest, list(slots))
 
         def row_of(i: int, k: int, j: int) -> int:
-            return slots[(i, len(prompt_ids[i]) - 1 if j == 0 else width_p + paths[i][k][j - 1])]
+            n_p = len(prompt_ids[i])
+            return slots[forest.where[i][n_p - 1 if j == 0 else n_p + paths[i][k][j - 1]]]
 
-        return self._candidate_log_probs(table, candidates, row_of, entropy)
+        return self._candidate_log_probs(read, candidates, row_of, entropy)
 
-    # The tree layout of a group: row i holds prompt i's tokens at [0, P_i) (right-padded to
-    # width_p) and its candidates' trie nodes at [width_p, width_p + N_i). A prompt token sees the
-    # prompt causally; a node sees its prompt's real tokens, its ancestors and itself; a pad slot
-    # sees itself only (its output is never read). Positions: prompt token q at q, a node at
-    # P_i + its depth. One plain forward over this layout equals one forward per prompt +
-    # candidate at every real slot.
-
-    def _tree_layout(
+    def _forest(
         self, prompt_ids: list[list[int]], tries: list[tuple[list[int], list[int], list[int]]]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-        """``(ids (B, W), position_ids (B, W), additive mask (B, 1, W, W), width_p)``."""
-        batch = len(prompt_ids)
-        width_p = max(len(p) for p in prompt_ids)
-        width = width_p + max(len(t[0]) for t in tries)
-        ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
-        positions = torch.zeros((batch, width), dtype=torch.long)
-        allowed = torch.eye(width, dtype=torch.bool).repeat(batch, 1, 1)
-        for i, (p, (tokens_of, parents, depths)) in enumerate(zip(prompt_ids, tries)):
-            n_p, n = len(p), len(tokens_of)
-            ids[i, :n_p] = torch.as_tensor(p, dtype=torch.long)
-            positions[i, :n_p] = torch.arange(n_p)
-            allowed[i, :n_p, :n_p] = torch.ones((n_p, n_p), dtype=torch.bool).tril()
-            if n == 0:
-                continue
-            ids[i, width_p : width_p + n] = torch.as_tensor(tokens_of, dtype=torch.long)
-            positions[i, width_p : width_p + n] = n_p + torch.as_tensor(depths)
-            allowed[i, width_p : width_p + n, :n_p] = True
-            for node in range(n):  # a node sees itself and its ancestors
-                ancestor = parents[node]
-                while ancestor >= 0:
-                    allowed[i, width_p + node, width_p + ancestor] = True
-                    ancestor = parents[ancestor]
-        dtype = self._hf_model().dtype
-        dtype = dtype if dtype.is_floating_point else torch.float32
-        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-        return (
-            ids.to(self.device),
-            positions.to(self.device),
-            mask[:, None].to(self.device),
-            width_p,
+    ) -> Forest:
+        """The prefix forest of scoring trees (one tree alone: its prompt, then its trie)."""
+        return build_forest(
+            prompt_ids, tries, row_tokens=self.forest_row_tokens, pad_id=self.pad_token_id
         )
+
+    def _mask_dtype(self) -> torch.dtype:
+        dtype = self._hf_model().dtype
+        return dtype if dtype.is_floating_point else torch.float32
 
     def _tree_lower_states(
         self,
@@ -234,40 +213,44 @@ class ActionScoring(PolicyModel):
             # Each tree alone: a cached entry does not depend on what it was computed with, so
             # a resumed run (empty caches) computes bit for bit what the uninterrupted one kept.
             r = keys.index(key)
-            ids, positions, mask, width_p = self._tree_layout([prompt_ids[r]], [tries[r]])
+            # One tree alone: its prompt's tokens, then its trie's nodes, in element order.
+            tree = self._forest([prompt_ids[r]], [tries[r]])
+            positions = tree.positions.to(self.device)
+            mask = tree.additive_mask(self._mask_dtype(), self.device)
             with (
                 torch.no_grad(),
                 self._only_layers(0, self.first_adapted_layer, final_norm=False) as lower,
             ):
                 out = lower(
-                    input_ids=ids,
+                    input_ids=tree.ids.to(self.device),
                     attention_mask=self._layer_masks(mask, positions),
                     position_ids=positions,
                     use_cache=False,
                 )
             hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-            n_p, n = len(prompt_ids[r]), len(tries[r][0])
-            fresh[key] = torch.cat([hidden[0, :n_p], hidden[0, width_p : width_p + n]]).detach()
+            fresh[key] = hidden[0, : len(prompt_ids[r]) + len(tries[r][0])].detach()
             self._tree_cache.put(key, fresh[key])
         if fresh:
             states = [s if s is not None else fresh[k] for k, s in zip(keys, states)]
         return [s.to(self.device) for s in states if s is not None]
 
-    def _tree_logits(
-        self,
-        inputs: torch.Tensor,
-        mask: torch.Tensor,
-        positions: torch.Tensor,
-        slots: list[tuple[int, int]],
-    ) -> torch.Tensor:
-        """Logits ``(len(slots), V)`` at the ``(row, column)`` slots of a tree layout.
+    def _slot_reader(
+        self, inputs: torch.Tensor, forest: Forest, slots: list[tuple[int, int]]
+    ) -> SlotReader:
+        """Run the forest once; return ``read(rows, targets, with_entropy)`` of its slots.
 
-        ``inputs`` are token ids ``(B, W)`` (the whole model runs) or, with ``lora_layers``, the
-        states ``(B, W, H)`` entering the lowest adapted layer (only the adapted top layers run).
-        The LM head runs only at the slots (a vocabulary-wide projection each); a model that
-        post-processes its logits (scaling, soft-capping) runs its own forward instead.
+        ``inputs`` are token ids ``(R, W)`` (the whole model runs) or, with ``lora_layers``, the
+        states ``(R, W, H)`` entering the lowest adapted layer (only the adapted top layers run).
+        ``slots`` are the ``(row, column)`` positions whose next token is read. ``read`` gives
+        ``(log p(targets[n] | slot rows[n]) (N,), entropy of each slot (S,))`` in float32: with
+        a plain LM head (logits are the head's product, nothing more) through
+        :func:`slot_log_probs`, which runs the head at the slots only and skips idle rows in the
+        backward; a model that post-processes its logits (scaling, soft-capping) runs its own
+        forward and the log-softmax through autograd.
         """
         at = torch.tensor(slots, dtype=torch.long, device=self.device)
+        positions = forest.positions.to(self.device)
+        mask = forest.additive_mask(self._mask_dtype(), self.device)
         start = 0 if inputs.dtype == torch.long else self.first_adapted_layer
         feed = {"input_ids" if start == 0 else "inputs_embeds": inputs}
         feed.update(
@@ -275,31 +258,47 @@ class ActionScoring(PolicyModel):
             position_ids=positions,
             use_cache=False,
         )
-        if self._plain_lm_head:
+        head = self._hf_model().get_output_embeddings() if self._plain_lm_head else None
+        if head is not None and getattr(head, "bias", None) is None:
             with self._only_layers(start) as decoder:
                 out = decoder(**feed)
             states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
-            return self._hf_model().get_output_embeddings()(states[at[:, 0], at[:, 1]])
-        with self._only_layers(start):
-            return self.model(**feed).logits[at[:, 0], at[:, 1]]
+            states = states[at[:, 0], at[:, 1]]
 
-    def _top_inputs(
-        self,
-        prompt_ids: list[list[int]],
-        candidates: list[list[list[int]]],
-        tries: list[tuple[list[int], list[int], list[int]]],
-        width: int,
-        width_p: int,
-    ) -> torch.Tensor:
-        """The tree layout's ``(B, width, H)`` states entering the lowest adapted layer, from the
-        tree cache (:meth:`_tree_lower_states`)."""
-        states = self._tree_lower_states(prompt_ids, candidates, tries)
-        hidden = states[0].new_zeros((len(prompt_ids), width, states[0].shape[-1]))
-        for i, (p, row) in enumerate(zip(prompt_ids, states)):
-            n_p = len(p)
-            hidden[i, :n_p] = row[:n_p]
-            hidden[i, width_p : width_p + row.shape[0] - n_p] = row[n_p:]
-        return hidden
+            def read_head(
+                rows: Sequence[int], targets: Sequence[int], with_entropy: bool
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+                return slot_log_probs(
+                    states,
+                    head.weight,
+                    torch.tensor(rows, dtype=torch.long, device=self.device),
+                    torch.tensor(targets, dtype=torch.long, device=self.device),
+                    with_entropy=with_entropy,
+                )
+
+            return read_head
+        if head is not None:
+            with self._only_layers(start) as decoder:
+                out = decoder(**feed)
+            states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+            logits = head(states[at[:, 0], at[:, 1]])
+        else:
+            with self._only_layers(start):
+                logits = self.model(**feed).logits[at[:, 0], at[:, 1]]
+        log_p = torch.log_softmax(logits.float(), dim=-1)
+
+        def read_logits(
+            rows: Sequence[int], targets: Sequence[int], with_entropy: bool
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            picked = log_p[
+                torch.tensor(rows, dtype=torch.long, device=self.device),
+                torch.tensor(targets, dtype=torch.long, device=self.device),
+            ]
+            if not with_entropy:
+                return picked, log_p.new_zeros(log_p.shape[0])
+            return picked, -(log_p.exp() * log_p).sum(dim=-1)
+
+        return read_logits
 
     def _score_restricted(
         self,

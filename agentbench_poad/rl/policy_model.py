@@ -126,6 +126,10 @@ class PolicyModel(torch.nn.Module):
         if score_batch_tokens < 1:
             raise ValueError(f"score_batch_tokens must be >= 1, got {score_batch_tokens}")
         self.score_batch_tokens = int(score_batch_tokens)
+        #: A prefix forest row (several scoring trees packed as one trie, rl/prefix_forest.py)
+        #: holds at most this many tokens unless one tree needs more; its attention covers the
+        #: row, so a wider row shares more prefixes but attends over more slots.
+        self.forest_row_tokens = 256
         self.lora = lora
         self.device = resolve_device(device)
         base, tokenizer = load_causal_lm(model_name_or_path, dtype=dtype, device=self.device)

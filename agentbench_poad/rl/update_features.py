@@ -148,7 +148,8 @@ class UpdateFeatures(ActionScoring):
 
         A PPO minibatch holds many samples of the same observation (an Overcooked task has a few
         dozen). Samples are grouped by prompt; each group's distinct actions run as a trie after
-        one copy of the prompt (the tree layout of :meth:`_tree_layout`), and a sample's log-probs
+        one copy of the prompt (the prefix forest of :meth:`_score_group`: prompts that share a prefix
+        run it once), and a sample's log-probs
         and entropies are read at its prompt's last token and its trie nodes. Exact: a token's
         states depend on its prefix only, and autograd sums the gradient over the samples that
         share a computation.
@@ -171,40 +172,46 @@ class UpdateFeatures(ActionScoring):
             where.append((g, k))
         tries, paths = self._candidate_tries([g[1] for g in groups], keep_last=False)
         group_prompts = [g[0] for g in groups]
-        _, positions, mask, width_p = self._tree_layout(group_prompts, tries)
-        hidden = lower[0].new_zeros((len(groups), mask.shape[-1], lower[0].shape[-1]))
-        # The source of each slot's lower states: the prompt from any of its samples, a trie node
-        # from a sample whose action passes through it (row P + depth of its sequence).
+        forest = self._forest(group_prompts, tries)
+        # Each group's elements (its prompt's tokens, then its trie's nodes) take their lower
+        # states from its samples: the prompt from any of them, a trie node from a sample whose
+        # action passes through it (row P + depth of its sequence).
+        elements = [
+            lower[row].new_zeros((len(p) + len(trie[0]), lower[row].shape[-1]))
+            for (p, _, row), trie in zip(groups, tries)
+        ]
         for g, (p, _, row) in enumerate(groups):
-            hidden[g, : len(p)] = lower[row][: len(p)]
+            elements[g][: len(p)] = lower[row][: len(p)]
         for row, (g, k) in enumerate(where):
             path = paths[g][k]
             if path:
                 n_p = len(group_prompts[g])
-                nodes = torch.as_tensor(path, dtype=torch.long, device=hidden.device)
-                hidden[g, width_p + nodes] = lower[row][n_p : n_p + len(path)]
+                nodes = torch.as_tensor(path, dtype=torch.long, device=elements[g].device)
+                elements[g][n_p + nodes] = lower[row][n_p : n_p + len(path)]
+        hidden = forest.gather(elements)
         slots: dict[tuple[int, int], int] = {}
         for g, p in enumerate(group_prompts):
-            slots.setdefault((g, len(p) - 1), len(slots))
+            slots.setdefault(forest.where[g][len(p) - 1], len(slots))
             for path in paths[g]:
                 for node in path:
-                    slots.setdefault((g, width_p + node), len(slots))
-        logits = self._tree_logits(hidden, mask, positions, list(slots))
-        log_softmax = torch.log_softmax(logits.float(), dim=-1)
-        entropy_of_slot = -(log_softmax.exp() * log_softmax).sum(dim=-1)
+                    slots.setdefault(forest.where[g][len(p) + node], len(slots))
+        read = self._slot_reader(hidden, forest, list(slots))
         index = torch.zeros((batch, width), dtype=torch.long)
-        targets = torch.zeros((batch, width), dtype=torch.long)
         mask_out = torch.zeros((batch, width), dtype=torch.bool)
+        reads: list[int] = []
+        targets: list[int] = []
         for row, ((g, k), a) in enumerate(zip(where, actions)):
             n_p = len(group_prompts[g])
             for j, token in enumerate(a):
-                slot = (g, n_p - 1) if j == 0 else (g, width_p + paths[g][k][j - 1])
+                slot = forest.where[g][n_p - 1 if j == 0 else n_p + paths[g][k][j - 1]]
                 index[row, j] = slots[slot]
-                targets[row, j] = token
                 mask_out[row, j] = True
-        index, targets = index.to(self.device), targets.to(self.device)
-        mask_out = mask_out.to(self.device)
-        log_probs = log_softmax[index.reshape(-1), targets.reshape(-1)].reshape(batch, width)
+                reads.append(slots[slot])
+                targets.append(token)
+        read_log_probs, entropy_of_slot = read(reads, targets, True)
+        index, mask_out = index.to(self.device), mask_out.to(self.device)
+        log_probs = torch.zeros((batch, width), device=self.device, dtype=read_log_probs.dtype)
+        log_probs = log_probs.masked_scatter(mask_out, read_log_probs)
         entropy = entropy_of_slot[index]
         zero = torch.zeros((), device=self.device)
         return TokenLogProbs(
