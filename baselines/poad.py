@@ -129,7 +129,11 @@ class POAD(PPOAgent):
     ) -> list[StepRecord]:
         """Sample actions and record the value before each of their tokens."""
         samples = self.policy.act(list(prompts), list(available_actions), generator=generator)
-        features, _ = self.policy.critic_features(list(prompts), [s.token_ids for s in samples])
+        # The offered actions let the features come from the scoring tree act() just used: one
+        # frozen pass gives every offered action's features (exact; LMPolicy.critic_features).
+        features, _ = self.policy.critic_features(
+            list(prompts), [s.token_ids for s in samples], available_actions=list(available_actions)
+        )
         values = self.critic(features)  # (B, L + 1): [:, j] is the value before token j + 1
         records = []
         for i, sample in enumerate(samples):

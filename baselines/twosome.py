@@ -98,7 +98,10 @@ class TWOSOME(PPOAgent):
         if any(actions is None for actions in available_actions):
             self.check_environment("this environment", open_actions=True)
         samples = self.policy.act(list(prompts), list(available_actions), generator=generator)
-        features, _ = self.policy.critic_features(list(prompts))  # (B, 1, H)
+        # (B, 1, H), read from the scoring tree act() just used (LMPolicy.critic_features)
+        features, _ = self.policy.critic_features(
+            list(prompts), available_actions=list(available_actions)
+        )
         values = self.critic(features)  # (B,)
         return [
             StepRecord(

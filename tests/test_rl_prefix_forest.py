@@ -195,3 +195,42 @@ def test_forest_scoring_and_its_gradients_equal_one_forward_per_candidate(
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     for g, e in zip(got_grads, expected_grads):
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    prompt_words=st.lists(
+        st.lists(st.sampled_from(["a", "tomato", "bowl"]), max_size=5), min_size=1, max_size=3
+    ),
+    seed=st.integers(0, 1000),
+    reuse=st.booleans(),
+)
+def test_critic_features_from_scoring_trees_equal_the_plain_path(
+    deep_policy, prompt_words, seed, reuse
+):
+    """The features read from a prompt's scoring tree (every offered action in one frozen pass)
+    equal the plain path's, one forward of the frozen model per prompt + action."""
+    prompts = [" ".join(["Kitchen:", *w]) for w in prompt_words]
+    offered = [
+        ["pick up the tomato", "chop", "serve the dish now"][: 1 + i % 3]
+        for i in range(len(prompts))
+    ]
+    deep_policy.reuse_lower_layers = reuse
+    deep_policy.clear_frozen_cache()
+    try:
+        samples = deep_policy.act(prompts, offered, generator=torch.Generator().manual_seed(seed))
+        tokens = [s.token_ids for s in samples]
+        from_trees, mask = deep_policy.critic_features(prompts, tokens, available_actions=offered)
+        assert any(k[0] == "tree" for k in deep_policy._feature_cache)  # read from the trees
+        prompt_only, _ = deep_policy.critic_features(prompts, available_actions=offered)
+        deep_policy.memoize = False
+        plain, plain_mask = deep_policy.critic_features(prompts, tokens)
+        plain_prompt, _ = deep_policy.critic_features(prompts)
+    finally:
+        deep_policy.memoize = True
+        deep_policy.reuse_lower_layers = True
+    assert torch.equal(mask, plain_mask)
+    torch.testing.assert_close(from_trees, plain, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(prompt_only, plain_prompt, atol=1e-5, rtol=1e-5)

@@ -447,7 +447,7 @@ def test_poad_update_with_cached_states_and_sorted_chunks_equals_the_plain_updat
             )
             record.reward, record.terminated = float(reward), bool(terminated or truncated)
         buffer.add(records)
-    assert fast.policy._frozen_cache  # the rollout left the lower-layer states behind
+    assert fast.policy._tree_cache  # the rollout left its trees' lower-layer states behind
     buffer.next_values = fast.bootstrap_values(observations)
     fast.compute_advantages(buffer)
     plain_buffer = copy.deepcopy(buffer)

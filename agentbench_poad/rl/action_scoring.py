@@ -154,7 +154,7 @@ class ActionScoring(PolicyModel):
         tries, paths = self._candidate_tries(candidates, keep_last=False)
         forest = self._forest(prompt_ids, tries)
         inputs = (
-            forest.gather(self._tree_lower_states(prompt_ids, candidates, tries))
+            forest.gather(self._scoring_lower_states(prompt_ids, candidates, paths))
             if self._reuse_from() > 0
             else forest.ids.to(self.device)
         )
@@ -187,6 +187,26 @@ class ActionScoring(PolicyModel):
         dtype = self._hf_model().dtype
         return dtype if dtype.is_floating_point else torch.float32
 
+    def _scoring_lower_states(
+        self,
+        prompt_ids: list[list[int]],
+        candidates: list[list[list[int]]],
+        paths: list[list[list[int]]],
+    ) -> list[torch.Tensor]:
+        """Per prompt, the lower states of its scoring tree's elements (prompt tokens, then the
+        nodes of ``paths``: every candidate token but its last), read from its full tree
+        (:meth:`_tree_lower_states`)."""
+        full_tries, full_paths = self._candidate_tries(candidates, keep_last=True)
+        states = self._tree_lower_states(prompt_ids, candidates, full_tries)
+        out = []
+        for p, tree_paths, tree_full_paths, rows in zip(prompt_ids, paths, full_paths, states):
+            node_of: dict[int, int] = {}
+            for path, full_path in zip(tree_paths, tree_full_paths):
+                node_of.update(zip(path, full_path))
+            index = list(range(len(p))) + [len(p) + node_of[n] for n in range(len(node_of))]
+            out.append(rows[torch.tensor(index, dtype=torch.long, device=rows.device)])
+        return out
+
     def _tree_lower_states(
         self,
         prompt_ids: list[list[int]],
@@ -194,8 +214,10 @@ class ActionScoring(PolicyModel):
         tries: list[tuple[list[int], list[int], list[int]]],
     ) -> list[torch.Tensor]:
         """Per prompt, the ``(P_i + N_i, H)`` states entering the lowest adapted layer at its
-        prompt tokens and then at its trie nodes (every candidate token but its last, which
-        predicts nothing that is scored).
+        prompt tokens and then at the nodes of its *full* trie ``tries[i]`` (every token of every
+        candidate, ``_candidate_tries(..., keep_last=True)``): the scoring pass reads the nodes
+        that predict a token (:meth:`_scoring_lower_states`), the critic's features and a chosen
+        action's states read the rest (:meth:`critic_features`).
 
         Taken from the tree cache where present (keyed by the prompt and its candidates); the
         others run once through the frozen lower layers, in the tree layout, each alone (its
@@ -354,10 +376,9 @@ class ActionScoring(PolicyModel):
         """:meth:`_score_restricted` of distinct (prompt, actions) pairs: prompts are scored in
         groups whose cache (sum over candidates of prompt + candidate tokens) stays within
         ``score_batch_tokens``; a prompt is never split."""
-        encoded = []
-        for prompt, actions in zip(prompts, available_actions):
-            prompt_ids = self.encode_prompt(prompt)
-            encoded.append((prompt_ids, self._encode_actions(prompt, prompt_ids, list(actions))))
+        encoded = [
+            self._encoded(prompt, actions) for prompt, actions in zip(prompts, available_actions)
+        ]
         groups: list[list[int]] = []
         used = 0
         for i, (p, cands) in enumerate(encoded):
@@ -387,6 +408,22 @@ class ActionScoring(PolicyModel):
         if self.model.training:  # an update's pass: what the shared KL guard reads
             self._record_for_guard(available_actions, prompts, results)
         return results
+
+    def _encoded(self, prompt: str, actions: Sequence[str]) -> tuple[list[int], list[list[int]]]:
+        """``(prompt ids, each offered action's ids)``, tokenized once per (prompt, actions)
+        pair (least recently used dropped first): a PPO update meets each pair in every
+        minibatch of every epoch, and the tokenizer is a pure function of its settings."""
+        key = (prompt, tuple(actions), self.chat_template, self.action_separator)
+        hit = self._encodings.get(key)
+        if hit is None:
+            prompt_ids = self.encode_prompt(prompt)
+            hit = (prompt_ids, self._encode_actions(prompt, prompt_ids, list(actions)))
+            self._encodings[key] = hit
+            while len(self._encodings) > self.score_memo_entries:
+                self._encodings.popitem(last=False)
+        else:
+            self._encodings.move_to_end(key)
+        return list(hit[0]), [list(c) for c in hit[1]]
 
     def _score_memo(self) -> OrderedDict[Any, Any] | None:
         """The memo of restricted-action scores under the current weights, or None where scores

@@ -176,6 +176,8 @@ class PolicyModel(torch.nn.Module):
         #: dropped first).
         self.score_memo_entries = 512
         self._score_memos: OrderedDict[Any, Any] = OrderedDict()
+        #: (prompt, offered actions) -> their token ids (ActionScoring._encoded)
+        self._encodings: OrderedDict[Any, Any] = OrderedDict()
         self._score_memo_state: Any = None
         #: (scoring state, {(prompt, actions): scores}) of the update's scoring passes, read by
         #: the shared KL guard (ActionScoring.guard_candidate_log_probs)

@@ -12,7 +12,7 @@ its tokens' states from the nodes of its own path.
 :func:`build_forest` lays that trie out for one batched forward. Trees are sorted by their prompt
 tokens (trees that share prefixes land next to each other) and packed in that order into rows of
 at most ``row_tokens`` nodes (a tree is never split; one larger than the budget gets a row of its
-own); each row is the trie of its trees, so no tree pays another's padding and a row's attention
+own), as evenly as that many rows allow; each row is the trie of its trees, so no tree pays another's padding and a row's attention
 covers its own nodes only. A node sees its ancestors and itself (the additive mask), and sits at
 the position of its depth. One tree alone is laid out exactly as before: its prompt's tokens, then
 its trie's nodes in order.
@@ -77,6 +77,9 @@ class _Row:
     """One row's trie: nodes keyed by (parent column, token)."""
 
     def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
         self.children: dict[tuple[int, int], int] = {}
         self.tokens: list[int] = []
         self.parents: list[int] = []
@@ -120,6 +123,43 @@ class _Row:
         return columns
 
 
+def _pack(
+    order: Sequence[int], prompt_ids: Sequence[Sequence[int]], tries: Sequence[Trie], budget: int
+) -> tuple[list[_Row], list[list[int]]]:
+    """Rows of consecutive trees (in ``order``) of nearly equal size, each within ``budget``.
+
+    As many rows as the budget needs, then the smallest cap per row that still fits the trees in
+    that many: rows of one forward are padded to the widest, so even rows pad least.
+    """
+
+    def fill(cap: int) -> tuple[list[_Row], list[list[int]]]:
+        rows: list[_Row] = []
+        members: list[list[int]] = []
+        for i in order:
+            if not rows or (
+                rows[-1].tokens
+                and len(rows[-1].tokens) + rows[-1].new_nodes(prompt_ids[i], tries[i]) > cap
+            ):
+                rows.append(_Row())
+                members.append([])
+            rows[-1].add(prompt_ids[i], tries[i], 0)
+            members[-1].append(i)
+        return rows, members
+
+    packed = fill(budget)
+    count = len(packed[0])
+    largest = max(len(p) + len(t[0]) for p, t in zip(prompt_ids, tries))
+    low, high = largest, max(budget, largest)
+    while low < high:  # the smallest cap that needs no more rows than the budget did
+        cap = (low + high) // 2
+        trial = fill(cap)
+        if len(trial[0]) <= count:
+            packed, high = trial, cap
+        else:
+            low = cap + 1
+    return packed
+
+
 def build_forest(
     prompt_ids: Sequence[Sequence[int]],
     tries: Sequence[Trie],
@@ -140,16 +180,13 @@ def build_forest(
         raise ValueError(f"got {len(prompt_ids)} prompts but {len(tries)} tries")
     first_element = np.cumsum([0] + [len(p) + len(t[0]) for p, t in zip(prompt_ids, tries)])
     order = sorted(range(len(prompt_ids)), key=lambda i: (list(prompt_ids[i]), i))
-    rows: list[_Row] = []
+    rows, members = _pack(order, prompt_ids, tries, row_tokens)
     where: list[list[tuple[int, int]]] = [[] for _ in prompt_ids]
-    for i in order:
-        prompt, trie = prompt_ids[i], tries[i]
-        if not rows or (
-            rows[-1].tokens and len(rows[-1].tokens) + rows[-1].new_nodes(prompt, trie) > row_tokens
-        ):
-            rows.append(_Row())
-        columns = rows[-1].add(prompt, trie, int(first_element[i]))
-        where[i] = [(len(rows) - 1, c) for c in columns]
+    for r, (row, trees) in enumerate(zip(rows, members)):
+        row.clear()
+        for i in trees:
+            columns = row.add(prompt_ids[i], tries[i], int(first_element[i]))
+            where[i] = [(r, c) for c in columns]
     width = max(len(row.tokens) for row in rows)
     ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     positions = np.zeros((len(rows), width), dtype=np.int64)

@@ -225,6 +225,7 @@ class UpdateFeatures(ActionScoring):
         self,
         prompts: Sequence[str],
         action_token_ids: Sequence[Sequence[int]] | None = None,
+        available_actions: Sequence[Sequence[str] | None] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Frozen pre-trained features for the critic (adapter disabled), float32.
 
@@ -234,9 +235,17 @@ class UpdateFeatures(ActionScoring):
         rows); a rollout meets the same pairs again and again. ``memoize = False`` computes the
         batch afresh in one pass.
 
+        With ``available_actions`` (the actions offered at each prompt, the action one of them)
+        a prompt's features come from its scoring tree instead: the frozen model runs once over
+        the prompt and every offered action (as a trie, from the tree's cached lower-layer
+        states with ``lora_layers``), and that gives the features of every offered action, so
+        a later step that chooses another action in the same state computes nothing
+        (:meth:`_tree_critic_rows`). Exact: the same features to float rounding.
+
         Args:
             prompts: Observations.
             action_token_ids: Per prompt, action tokens after it, or None for prompts only.
+            available_actions: Per prompt, the offered actions (None where open), or None.
 
         Returns:
             ``(features, mask)``: features ``(B, L + 1, H)`` from the last layer (after the final
@@ -256,10 +265,21 @@ class UpdateFeatures(ActionScoring):
         width = max((len(a) for a in actions), default=0) + 1
         features = torch.zeros((batch, width, self.hidden_size), device=self.device)
         mask = torch.zeros((batch, width), dtype=torch.bool, device=self.device)
+        from_trees = (
+            self._tree_features(prompts, actions, available_actions)
+            if available_actions is not None and self.memoize
+            else [None] * batch
+        )
+        for row, rows in enumerate(from_trees):
+            if rows is not None:
+                features[row, : rows.shape[0]] = rows
+                mask[row, : rows.shape[0]] = True
         keys = [(tuple(p), tuple(a)) for p, a in zip(prompt_ids, actions)]
         fresh: dict[tuple[tuple[int, ...], tuple[int, ...]], torch.Tensor] = {}
         missing = [
-            key for key in dict.fromkeys(keys) if not self.memoize or key not in self._feature_cache
+            key
+            for key in dict.fromkeys(k for k, tree in zip(keys, from_trees) if tree is None)
+            if not self.memoize or key not in self._feature_cache
         ]
         if missing and not self.memoize:
             computed = self._fresh_critic_features(
@@ -272,6 +292,8 @@ class UpdateFeatures(ActionScoring):
                 fresh[key] = rows
                 self._feature_cache.put(key, rows)
         for row, key in enumerate(keys):
+            if from_trees[row] is not None:
+                continue
             rows = fresh.get(key)
             if rows is None:
                 rows = self._feature_cache.get(key)
@@ -279,6 +301,92 @@ class UpdateFeatures(ActionScoring):
             features[row, : rows.shape[0]] = rows
             mask[row, : rows.shape[0]] = True
         return features, mask
+
+    def _tree_features(
+        self,
+        prompts: Sequence[str],
+        actions: list[list[int]],
+        available_actions: Sequence[Sequence[str] | None],
+    ) -> list[torch.Tensor | None]:
+        """Per prompt, its ``(len(action) + 1, H)`` critic features read from its scoring
+        tree's rows (:meth:`_tree_critic_rows`), or None where it has no offered actions or its
+        action is none of them (the caller computes those on their own)."""
+        if len(available_actions) != len(prompts):
+            raise ValueError(
+                f"got {len(prompts)} prompts but {len(available_actions)} available_actions"
+            )
+        out: list[torch.Tensor | None] = [None] * len(prompts)
+        rows_with = [i for i, a in enumerate(available_actions) if a]
+        if not rows_with:
+            return out
+        encoded = [self._encoded(prompts[i], available_actions[i]) for i in rows_with]  # type: ignore[arg-type]
+        full_tries, full_paths = self._candidate_tries([c for _, c in encoded], keep_last=True)
+        tree_rows = self._tree_critic_rows(
+            [p for p, _ in encoded], [c for _, c in encoded], full_tries
+        )
+        for i, (_, candidates), paths, rows in zip(rows_with, encoded, full_paths, tree_rows):
+            if actions[i] and actions[i] not in candidates:
+                continue
+            path = paths[candidates.index(actions[i])] if actions[i] else []
+            index = torch.tensor([0, *(1 + n for n in path)], dtype=torch.long)
+            out[i] = rows[index.to(rows.device)]
+        return out
+
+    def _tree_critic_rows(
+        self,
+        prompt_ids: list[list[int]],
+        candidates: list[list[list[int]]],
+        full_tries: list[tuple[list[int], list[int], list[int]]],
+    ) -> list[torch.Tensor]:
+        """Per tree, ``(1 + N_i, H)`` float32 frozen last-layer features: at the prompt's last
+        token, then at every node of its full trie (every token of every offered action).
+
+        Computed once per (prompt, offered actions) tree, alone (a kept entry does not depend
+        on its batch), and kept with the critic's other features: the frozen model (adapter
+        disabled) runs over the tree layout, from the tree's cached lower-layer states with
+        ``lora_layers``.
+        """
+        keys = [
+            ("tree", tuple(p), tuple(tuple(c) for c in group))
+            for p, group in zip(prompt_ids, candidates)
+        ]
+        out: list[torch.Tensor] = []
+        for r, key in enumerate(keys):
+            rows = self._feature_cache.get(key)
+            if rows is None:
+                p, trie = prompt_ids[r], full_tries[r]
+                tree = self._forest([p], [trie])
+                positions = tree.positions.to(self.device)
+                mask = self._layer_masks(
+                    tree.additive_mask(self._mask_dtype(), self.device), positions
+                )
+                if self._reuse_from() > 0:
+                    (lower,) = self._tree_lower_states([p], [candidates[r]], [trie])
+                    with (
+                        self._frozen_backbone(),
+                        self._only_layers(self.first_adapted_layer) as top,
+                    ):
+                        hidden = top(
+                            inputs_embeds=tree.gather([lower]),
+                            attention_mask=mask,
+                            position_ids=positions,
+                            use_cache=False,
+                        )
+                else:
+                    with self._frozen_backbone() as backbone:
+                        hidden = backbone(
+                            input_ids=tree.ids.to(self.device),
+                            attention_mask=mask,
+                            position_ids=positions,
+                            use_cache=False,
+                        )
+                hidden = (
+                    hidden.last_hidden_state if hasattr(hidden, "last_hidden_state") else hidden[0]
+                )
+                rows = hidden[0, len(p) - 1 : len(p) + len(trie[0])].float()
+                self._feature_cache.put(key, rows)
+            out.append(rows)
+        return out
 
     def _fresh_critic_features(
         self, prompt_ids: list[list[int]], actions: list[list[int]]
