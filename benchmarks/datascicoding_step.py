@@ -15,6 +15,7 @@ timed in the same run on the same backend:
 * the process backend.
 
     python benchmarks/datascicoding_step.py [--repeats N] [--trees N] [--pool-size N]
+        [--pause S] [--rows pool,docker,process]
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from agentbench_poad.environments.datascicoding.grader import make_splits, roc_a
 from agentbench_poad.sandbox import Limits, SandboxUnavailable, get_backend
 
 TARGET = 1.5
+#: The rows besides the warm pool: (label, backend name, --rows name).
+ROWS = (("process", "process", "process"), ("docker per-call", "docker", "docker"))
 # the one-call grading before issue 64 lives with the tests, as their reference
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -123,7 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         help="untimed seconds before each timed step (a warm pool refills meanwhile, as while "
         "an agent generates its next actions); 0: steps back to back",
     )
+    parser.add_argument(
+        "--rows", default="pool,docker,process", help="which of pool, docker, process to time"
+    )
     args = parser.parse_args(argv)
+    wanted = set(args.rows.split(","))
 
     dataset = airlines_like()
     action = body(args.trees)
@@ -131,13 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     anchor, anchor_auc = median_time(lambda: in_process(dataset, args.trees), args.repeats)
     print(f"anchor (in-process 5-split evaluation): {anchor:.3f} s, mean AUC {anchor_auc:.4f}")
 
-    rows: list[tuple[str, object]] = [("process", "process"), ("docker per-call", "docker")]
-    try:
-        rows.insert(
-            0, ("docker warm pool", get_backend("docker", pool_size=args.pool_size, limits=limits))
-        )
-    except SandboxUnavailable as exc:
-        print(f"docker warm pool: unavailable ({exc})")
+    rows: list[tuple[str, object]] = []
+    if "pool" in wanted:
+        try:
+            pool = get_backend("docker", pool_size=args.pool_size, limits=limits)
+            rows.append(("docker warm pool", pool))
+        except SandboxUnavailable as exc:
+            print(f"docker warm pool: unavailable ({exc})")
+    rows += [(label, name) for label, name, row in ROWS if row in wanted]
     for label, sandbox in rows:
         env = DataSciCodingEnv(dataset, sandbox=sandbox, limits=limits)
         try:
