@@ -33,6 +33,17 @@ ORACLE_BODIES: dict[str, str] = {
         "    model.fit(x_train, y_train)"
     ),
 }
+#: The default body where a table keeps missing values (NaN, e.g. gen-loans): mean-impute, then
+#: the same standardised logistic regression. Only such tables get it, so the default body, and
+#: every record made with it, is unchanged elsewhere.
+IMPUTING_LOGISTIC = (
+    "from sklearn.pipeline import make_pipeline\n"
+    "    from sklearn.impute import SimpleImputer\n"
+    "    from sklearn.preprocessing import StandardScaler\n"
+    "    from sklearn.linear_model import LogisticRegression\n"
+    "    model = make_pipeline(SimpleImputer(), StandardScaler(), LogisticRegression(max_iter=2000))\n"
+    "    model.fit(x_train, y_train)"
+)
 
 
 class DataSciCodingOracle:
@@ -45,8 +56,10 @@ class DataSciCodingOracle:
     #: The board's name of the row: a scripted baseline, not an upper bound.
     name = "scripted"
 
-    def __init__(self, body: str = "logistic") -> None:
+    def __init__(self, body: str = "logistic", *, missing_values: bool = False) -> None:
         self.body = ORACLE_BODIES.get(body, body)
+        if body == "logistic" and missing_values:
+            self.body = IMPUTING_LOGISTIC  # the same baseline, able to read NaN
         if body != "logistic":
             # Another body is another row: its record must not replace the default's anchor.
             self.name = f"scripted-{body if body in ORACLE_BODIES else 'custom'}"
@@ -59,9 +72,15 @@ class DataSciCodingOracle:
 
 
 def make_datascicoding_oracle(env: gym.Env, body: str = "logistic") -> DataSciCodingOracle:
-    """The oracle for a DataSciCoding env (any dataset; ``env`` is only checked)."""
+    """The oracle for a DataSciCoding env (any dataset; a table that keeps missing values gets
+    the default body with mean imputation first, :data:`IMPUTING_LOGISTIC`)."""
+    from agentbench_poad.environments.datascicoding.datasets import get_spec
     from agentbench_poad.environments.datascicoding.env import DataSciCodingEnv
 
     if not isinstance(env.unwrapped, DataSciCodingEnv):
         raise ValueError(f"{type(env.unwrapped).__name__} is not a DataSciCoding environment")
-    return DataSciCodingOracle(body)
+    try:
+        missing = get_spec(env.unwrapped.dataset_name).missing_values
+    except KeyError:  # a local table of the user's: assume it is complete, as before
+        missing = False
+    return DataSciCodingOracle(body, missing_values=missing)
