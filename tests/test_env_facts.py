@@ -167,8 +167,8 @@ def test_the_protocol_discount_is_family_data_that_the_presets_read():
             discount = env_facts(registered_ids(family)[0]).discount
             assert preset["gamma"] == config_class.preset(family).gamma == discount
             checked += 1
-    # POAD, NTPO, GRPO, GiGPO and ARCHER-ADRL on the three families, TWOSOME on two
-    assert checked == 17
+    # POAD, NTPO, GRPO, GiGPO, ARCHER-ADRL and ARCHER on the three families, TWOSOME on two
+    assert checked == 20
     # the discount of the paper's Table 1 (VirtualHome generalisation) is its preset's γ
     assert {env_facts(i).discount for i in paper_layout("Table 1")} == {0.95}
     assert env_facts("FrozenLake-v1").discount is None  # no family states one
