@@ -470,6 +470,7 @@ def test_table_names_and_sources():
         "gen-circles",
         "gen-xor",
         "gen-moons",
+        "gen-loans",
         "gen-noisy",
     ]
     ids = {

@@ -241,9 +241,10 @@ def test_the_issue_33_program(sandbox):
 
 # -- records and the report --------------------------------------------------------------------
 class HostileCoder:
-    """An open-action agent whose code and name hold everything a JSON/HTML reader dislikes."""
+    """An open-action agent whose code holds everything a JSON/HTML reader dislikes (its name
+    cannot: an unsafe agent name is refused before any episode, tests/test_agent_name_checked_early.py)."""
 
-    name = "hostile\x00\u202e\udc80 coder <script>"
+    name = "hostile-coder"
 
     def reset(self, seed=None):
         pass

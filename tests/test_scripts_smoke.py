@@ -72,6 +72,8 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     "studies/dsc_dataset_spread.py": (["--smoke", "--markdown"], "| dataset |"),
     "studies/language_probe.py": ([TINY_RUN, "--window", "256"], "ppl"),
     "studies/update_stats.py": ([TINY_RUN], "run | updates zero/reward"),
+    # an ablation folder with no finished run yet (the working directory): the table's head
+    "studies/reward_free_ablation.py": (["."], "decision: not yet"),
 }
 
 
