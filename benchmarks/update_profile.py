@@ -48,8 +48,6 @@ from typing import Any
 import torch
 from _bench_model import resolve_model
 
-from agentbench_poad.baselines import get_algorithm
-
 #: The phases in print order.
 PHASES = (
     "model load",
@@ -71,6 +69,7 @@ PHASES = (
 )
 #: Phases whose nested calls stay theirs (a forward inside the evaluation is the evaluation's).
 SEALED = {
+    "cold anchor",
     "model load",
     "update: critic step",
     "update: policy forward",
@@ -160,7 +159,11 @@ def _instrument(patches: Patches, agent_class: type, captured: dict[str, Any]) -
     from agentbench_poad.rl import trainer
     from agentbench_poad.rl.policy import LMPolicy
     from agentbench_poad.rl.ppo import PPOAgent
-    from agentbench_poad.rl.ppo_loop import ppo_update
+
+    try:
+        from agentbench_poad.rl.ppo_loop import ppo_update
+    except ImportError:  # a tree from before rl/ppo.py was split (--tree)
+        from agentbench_poad.rl.ppo import ppo_update
 
     loop = trainer.train.__globals__  # the trainer's module: its stages by name
     update_loop = ppo_update.__globals__  # the PPO loop's module: critic step, optimiser step
@@ -171,17 +174,25 @@ def _instrument(patches: Patches, agent_class: type, captured: dict[str, Any]) -
     def build_policy(*args: Any, **kwargs: Any) -> Any:
         with clock.phase("model load"):
             captured["policy"] = original_build(*args, **kwargs)
+        # The process's first forward + backward against its second, before anything trains:
+        # what a first call pays once (lazy initialisation), charged to no phase.
+        with clock.phase("cold anchor"):
+            captured["cold_anchor"] = anchor_seconds(captured["policy"], repeats=2)
         return captured["policy"]
 
     patches._undo.append((loop, "build_policy", original_build, True))
     loop["build_policy"] = build_policy
     patches.wrap(loop, "_start", "setup")
-    patches.wrap(loop, "rollout", "rest", before=clock.next_update)
-    patches.wrap(loop, "bootstrap", "advantages")
+    # (an older tree names the stages with a leading underscore)
+    rollout = "rollout" if "rollout" in loop else "_rollout"
+    patches.wrap(loop, rollout, "rest", before=clock.next_update)
+    learn_globals = loop["_learn"].__globals__
+    bootstrap = "bootstrap" if "bootstrap" in learn_globals else "_bootstrap"
+    patches.wrap(learn_globals, bootstrap, "advantages")
     patches.wrap(agent_class, "compute_advantages", "advantages")
     patches.wrap(loop, "_evaluate_if_due", "rest")
     patches.wrap(loop, "evaluate_agent", "evaluation episodes")
-    for stage in ("_log", "_checkpoint_if_due", "_commit_update"):
+    for stage in ("_log", "_checkpoint", "_checkpoint_if_due", "_commit_update"):
         patches.wrap(loop, stage, "log + checkpoint", optional=True)
     patches.wrap(LMPolicy, "_score_restricted", "rollout: scoring")
     patches.wrap(LMPolicy, "_tree_lower_states", "rollout: lower layers")
@@ -218,6 +229,7 @@ def profile_agent(
     agent: str, model: str, updates: int, overrides: dict[str, Any], env: str, env_kwargs: dict
 ) -> tuple[dict[Any, dict[str, float]], float, float]:
     """``(seconds per bucket and phase, anchor seconds (warm, median), first anchor seconds)``."""
+    from agentbench_poad.baselines import get_algorithm
     from agentbench_poad.rl.trainer import train
 
     algorithm = get_algorithm(agent)
@@ -243,7 +255,14 @@ def profile_agent(
     finally:
         patches.restore()
     spent = anchor_seconds(captured["policy"])
-    return dict(clock.times), statistics.median(spent[1:]), spent[0]
+    times = dict(clock.times)
+    times["cold anchor"] = {
+        "first": captured["cold_anchor"][0],
+        "second": captured["cold_anchor"][1],
+    }
+    for bucket in times.values():
+        bucket.pop("cold anchor", None)
+    return times, statistics.median(spent[1:]), spent[0]
 
 
 def _preset(algorithm: type, env: str) -> str:
@@ -253,6 +272,7 @@ def _preset(algorithm: type, env: str) -> str:
 
 
 def report(agent: str, times: dict[Any, dict[str, float]], anchor: float) -> None:
+    cold = times.get("cold anchor", {})
     updates = sorted(b for b in times if isinstance(b, int) and any(times[b].values()))
     first, warm = updates[0], updates[1:]
     setup = times.get("setup", {})
@@ -267,6 +287,14 @@ def report(agent: str, times: dict[Any, dict[str, float]], anchor: float) -> Non
         f"{total(setup) / anchor:.0f} anchors"
     )
     head = f"{'phase':26s} | {'first update':>22s} | {'warm update (mean of ' + str(len(warm)) + ')':>26s}"
+    setup_phases = ", ".join(f"{k} {v:.1f} s" for k, v in setup.items() if v >= 0.05)
+    print(f"  before update 1: {setup_phases}")
+    if cold:
+        print(
+            f"  the process's first forward+backward (before training): {cold['first']:.3f} s, "
+            f"its second {cold['second']:.3f} s: lazy initialisation "
+            f"{cold['first'] - cold['second']:+.3f} s, paid once (not in any update below)"
+        )
     print(head)
     print("-" * len(head))
     first_total, warm_total = total(times[first]), total(warm_mean)
@@ -301,7 +329,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set", action="append", default=[], metavar="FIELD=VALUE", help="config override"
     )
+    parser.add_argument(
+        "--tree",
+        default=None,
+        help="profile the package of another checkout (e.g. a git worktree of a landed commit)",
+    )
     args = parser.parse_args(argv)
+    if args.tree:
+        from side_by_side import _map_tree
+
+        _map_tree(Path(args.tree))
     if args.threads:
         torch.set_num_threads(args.threads)
     tiny = tempfile.TemporaryDirectory()
@@ -313,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         model, described = resolve_model(args.model, tiny, num_layers=4)
     env_kwargs = {"max_episode_steps": 5 if args.tiny else 30}
+    import agentbench_poad
+
+    print(f"package: {Path(agentbench_poad.__file__).parent}")
     print(
         f"model: {described}; {args.env} (max {env_kwargs['max_episode_steps']} steps); "
         f"{args.updates} updates per agent; threads {torch.get_num_threads()}"
@@ -335,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         for item in args.set:
             name, _, value = item.partition("=")
             overrides[name] = value
+        from agentbench_poad.baselines import get_algorithm
+
         config_class = get_algorithm(agent).config_class
         overrides = {
             **overrides,

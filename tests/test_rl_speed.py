@@ -546,3 +546,38 @@ def test_profile_and_side_by_side_run(tiny_model_dir, script, args, expected):  
         assert "first update" in done.stdout
     else:
         assert "same first-update metrics: True" in done.stdout
+
+
+def test_phase_clock_charges_each_second_to_the_innermost_open_phase(monkeypatch):
+    """update_profile.py's clock: nested phases take their own time from the outer one; a
+    sealed phase keeps what runs inside it; time outside every phase is "rest"."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import update_profile
+
+    now = [0.0]
+    monkeypatch.setattr(update_profile.time, "perf_counter", lambda: now[0])
+    clock = update_profile.PhaseClock()
+    clock.next_update()  # update 1
+    now[0] += 1.0  # rest
+    with clock.phase("rollout: scoring"):
+        now[0] += 2.0
+        with clock.phase("rollout: lower layers"):
+            now[0] += 3.0
+        now[0] += 4.0
+    with clock.phase("update: policy forward"):  # sealed: the nested call stays its time
+        now[0] += 5.0
+        with clock.phase("rollout: scoring"):
+            now[0] += 6.0
+    clock.next_update()
+    now[0] += 7.0
+    clock.next_update()
+    assert dict(clock.times[1]) == {
+        "rest": 1.0,
+        "rollout: scoring": 6.0,
+        "rollout: lower layers": 3.0,
+        "update: policy forward": 11.0,
+    }
+    assert dict(clock.times[2]) == {"rest": 7.0}
