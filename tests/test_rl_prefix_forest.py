@@ -234,3 +234,38 @@ def test_critic_features_from_scoring_trees_equal_the_plain_path(
     assert torch.equal(mask, plain_mask)
     torch.testing.assert_close(from_trees, plain, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(prompt_only, plain_prompt, atol=1e-5, rtol=1e-5)
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    read=st.lists(st.integers(0, 2 * 9 - 1), min_size=1, max_size=6, unique=True),
+    seed=st.integers(0, 1000),
+)
+def test_top_layer_at_the_read_rows_equals_the_whole_layer(deep_policy, read, seed):
+    """The top layer's query and output projections and MLP run at the read positions only:
+    the final states there, and the adapters' gradients through them, are the plain pass's."""
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, 200, (2, 9), generator=generator)
+    rows = torch.tensor(read)
+    weights = torch.randn(len(read), 32, generator=generator)
+    results = []
+    for at_rows in (True, False):
+        deep_policy.model.zero_grad(set_to_none=True)
+        decoder = deep_policy._hf_model().get_decoder()
+        if at_rows:
+            with deep_policy._top_layer_at(rows):
+                states = decoder(input_ids=ids).last_hidden_state
+        else:
+            states = decoder(input_ids=ids).last_hidden_state
+        picked = states.reshape(-1, states.shape[-1])[rows]
+        (picked * weights).sum().backward()
+        results.append(
+            (picked.detach(), [p.grad.clone() for p in deep_policy.trainable_parameters()])
+        )
+    (got, got_grads), (expected, expected_grads) = results
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    for g, e in zip(got_grads, expected_grads):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-4)
+    assert type(decoder.layers[-1].mlp).__name__ != "_AtRows"  # restored

@@ -267,7 +267,8 @@ class ActionScoring(PolicyModel):
         ``(log p(targets[n] | slot rows[n]) (N,), entropy of each slot (S,))`` in float32: with
         a plain LM head (logits are the head's product, nothing more) through
         :func:`slot_log_probs`, which runs the head at the slots only and skips idle rows in the
-        backward; a model that post-processes its logits (scaling, soft-capping) runs its own
+        backward, and the top layer's per-position parts run at the slots only
+        (:meth:`_top_layer_at`); a model that post-processes its logits (scaling, soft-capping) runs its own
         forward and the log-softmax through autograd.
         """
         at = torch.tensor(slots, dtype=torch.long, device=self.device)
@@ -282,7 +283,9 @@ class ActionScoring(PolicyModel):
         )
         head = self._hf_model().get_output_embeddings() if self._plain_lm_head else None
         if head is not None and getattr(head, "bias", None) is None:
-            with self._only_layers(start) as decoder:
+            # Only the slots are read: the top layer's position-wise parts run there only.
+            flat = at[:, 0] * forest.ids.shape[1] + at[:, 1]
+            with self._only_layers(start) as decoder, self._top_layer_at(flat):
                 out = decoder(**feed)
             states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
             states = states[at[:, 0], at[:, 1]]

@@ -93,6 +93,25 @@ class _StateCache:
         return len(self._entries)
 
 
+class _AtRows(torch.nn.Module):
+    """A position-wise module run at some rows of its input only, zeros at the others.
+
+    For the top decoder layer of a pass that reads a few positions: its output elsewhere is
+    never read, so its per-position parts (query and output projections, MLP) need not run there.
+    """
+
+    def __init__(self, inner: torch.nn.Module, rows: torch.Tensor) -> None:
+        super().__init__()
+        self.inner = inner
+        self.rows = rows
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        picked = self.inner(flat[self.rows])
+        out = picked.new_zeros((flat.shape[0], picked.shape[-1])).index_copy(0, self.rows, picked)
+        return out.reshape(*x.shape[:-1], picked.shape[-1])
+
+
 class PolicyModel(torch.nn.Module):
     """A causal LM (with LoRA by default), its tokenizer and the frozen-layer caches.
 
@@ -305,6 +324,29 @@ class PolicyModel(torch.nn.Module):
             decoder.norm = norm
             if sliced_kinds:
                 config.layer_types = kinds
+
+    @contextlib.contextmanager
+    def _top_layer_at(self, rows: torch.Tensor) -> Iterator[None]:
+        """The top decoder layer runs its query projection, its attention's output projection
+        and its MLP at the flat positions ``rows`` only (its keys and values everywhere, as its
+        attention reads them); its output elsewhere is zeros and must not be read. Exact at
+        ``rows``: those parts act position by position. A stack whose top layer lacks them
+        runs unchanged."""
+        layer = _decoder_of(self._hf_model()).layers[-1]
+        attention = getattr(layer, "self_attn", None)
+        parts = [(layer, "mlp"), (attention, "q_proj"), (attention, "o_proj")]
+        parts = [(owner, name) for owner, name in parts if owner is not None]
+        if not all(isinstance(getattr(o, n, None), torch.nn.Module) for o, n in parts):
+            yield
+            return
+        originals = [getattr(o, n) for o, n in parts]
+        try:
+            for (owner, name), inner in zip(parts, originals):
+                setattr(owner, name, _AtRows(inner, rows))
+            yield
+        finally:
+            for (owner, name), inner in zip(parts, originals):
+                setattr(owner, name, inner)
 
     def _layer_masks(
         self, mask: torch.Tensor, positions: torch.Tensor
