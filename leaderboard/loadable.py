@@ -7,7 +7,9 @@ load passes through this module:
 
 * :func:`check_record_names` -- the checks that need no file and import nothing, run on every
   read of a record (:func:`~agentbench_poad.leaderboard.records.read_record`), so ``list`` and
-  ``report`` skip a refused record with a warning:
+  ``report`` skip a refused record with a warning. They live in
+  :mod:`~agentbench_poad.leaderboard.record_names` (below the records module, which runs them)
+  and are re-exported here:
 
   - **env ids** (``env.id``, ``config.env_id``, ``training.env_id``) are plain registered ids:
     gymnasium's ``module:Env-v0`` form, which imports ``module``, is refused;
@@ -34,7 +36,10 @@ load passes through this module:
   (:func:`~agentbench_poad.leaderboard.provenance.check_hashes`), the model the agent actually
   loads (an ``lm:`` spec's model, each run's ``config.json`` model) against ``model.base``'s
   digest, the ``adapter`` folder's files against ``model.adapter_files``, and a DataSciCoding
-  dataset against the digest the record states (``env.dataset``).
+  dataset against the digest the record states (``env.dataset``). The adapter folder's
+  confinement (:func:`~agentbench_poad.leaderboard.provenance.adapter_folder`) and the dataset a
+  record scores on (:func:`~agentbench_poad.leaderboard.provenance.record_dataset`) come from
+  :mod:`~agentbench_poad.leaderboard.provenance`, which hashes them when a record is made.
 
 Every refusal is a :class:`NotLoadable` (a :class:`~agentbench_poad.leaderboard.schema.RecordError`)
 naming the field, why and the fix.
@@ -44,14 +49,28 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.leaderboard.records import EXECUTION_ENV_KWARGS, LABEL_ENV_KWARGS
-from agentbench_poad.leaderboard.schema import RecordError
+from agentbench_poad.leaderboard.provenance import (  # noqa: F401 - dataset_entry re-exported
+    adapter_folder,
+    dataset_entry,
+    record_dataset,
+)
+from agentbench_poad.leaderboard.record_names import (  # noqa: F401 - re-exported
+    ADAPTER_KWARG,
+    EXECUTION_ENV_KWARGS,
+    IDENTITY_ENV_KWARGS,
+    RUN_AGENT_SPEC,
+    NotLoadable,
+    check_agent_spec,
+    check_env_id,
+    check_env_kwargs,
+    check_record_names,
+    is_package_agent,
+)
 
 __all__ = [
     "EXECUTION_ENV_KWARGS",
@@ -63,157 +82,6 @@ __all__ = [
     "check_record_names",
     "record_loads",
 ]
-
-#: Env kwargs that are part of a row's identity (see the module doc), with their value's check:
-#: the label kwargs of every record's id and label, and the episode cap anchors are keyed by.
-IDENTITY_ENV_KWARGS: Mapping[str, tuple[type, str]] = {
-    "max_episode_steps": (int, "a positive integer"),
-    **dict.fromkeys(LABEL_ENV_KWARGS, (str, "a string")),
-}
-#: The factory of records made from training runs
-#: (:data:`agentbench_poad.leaderboard.provenance.RUN_AGENT_SPEC`).
-RUN_AGENT_SPEC = "agentbench_poad.leaderboard.from_run:load_run_agent"
-#: Package agent factories a record may name: a top-level name of a baselines module.
-_BASELINE_SPEC = re.compile(r"^agentbench_poad\.baselines\.[a-z_][a-z0-9_]*:[A-Za-z][A-Za-z0-9_]*$")
-#: The agent kwarg that names an adapter folder the agent loads (``lm:`` agents).
-ADAPTER_KWARG = "adapter"
-
-
-class NotLoadable(RecordError):
-    """A record names something the tools may not load (or not as it names it)."""
-
-
-# -- names: no file, no import ----------------------------------------------------------------
-def check_env_id(env_id: Any, what: str = "env.id", *, registered: bool = False) -> str:
-    """``env_id`` if it is a plain gymnasium id (registered here, with ``registered``).
-
-    Raises:
-        NotLoadable: it is not a string, it has gymnasium's ``module:`` prefix (making the env
-            would import that module), or (``registered``) no env of that id is registered.
-    """
-    if not isinstance(env_id, str) or not env_id:
-        raise NotLoadable(f"{what} must be an env id (a non-empty string), got {env_id!r}")
-    if ":" in env_id:
-        raise NotLoadable(
-            f"{what} {env_id!r} names a module to import before the id ('module:Env-v0'); a "
-            "record names a registered env id only (see `agentbench-poad envs`), so that no "
-            "tool imports code a record names; make the record again with the plain id"
-        )
-    if registered:
-        import gymnasium as gym
-
-        import agentbench_poad  # noqa: F401 - registers the package's ids
-
-        if gym.registry.get(env_id) is None:
-            raise NotLoadable(
-                f"{what} {env_id!r} is not a registered env id here (see `agentbench-poad "
-                "envs`); the ids of another package are registered by importing it first"
-            )
-    return env_id
-
-
-def check_env_kwargs(env_kwargs: Any, what: str = "config.env_kwargs") -> dict[str, Any]:
-    """``env_kwargs`` if each is an execution kwarg or part of the row's identity.
-
-    Raises:
-        NotLoadable: naming the first kwarg that is neither, or a value of the wrong type.
-    """
-    if env_kwargs is None:
-        return {}
-    if not isinstance(env_kwargs, Mapping):
-        raise NotLoadable(f"{what} must be an object, got {type(env_kwargs).__name__}")
-    for key, value in env_kwargs.items():
-        if key in EXECUTION_ENV_KWARGS:
-            if not isinstance(value, str):
-                raise NotLoadable(f"{what}.{key} must be a backend's name, got {value!r}")
-            continue
-        if key not in IDENTITY_ENV_KWARGS:
-            allowed = sorted({*EXECUTION_ENV_KWARGS, *IDENTITY_ENV_KWARGS})
-            raise NotLoadable(
-                f"{what} sets {key!r}, which changes the task but is not part of the row's "
-                f"identity (its id and label), so the row would show one task and replay "
-                f"another; a record may set only {', '.join(allowed)}: register an env id "
-                "whose task has that setting, and evaluate that id"
-            )
-        kind, text = IDENTITY_ENV_KWARGS[key]
-        if isinstance(value, bool) or not isinstance(value, kind) or (kind is int and value < 1):
-            raise NotLoadable(f"{what}.{key} must be {text}, got {value!r}")
-    return dict(env_kwargs)
-
-
-def is_package_agent(spec: str) -> bool:
-    """Whether ``spec`` names this package's code (not a file): ``agentbench_poad.*``."""
-    from agentbench_poad.leaderboard.agent_source import PACKAGE_PREFIXES, is_file_spec
-
-    return spec.startswith(PACKAGE_PREFIXES) and not is_file_spec(spec)
-
-
-def check_agent_spec(spec: Any, what: str = "agent.spec") -> str | None:
-    """``spec`` if a record may name it (see the module doc; no import).
-
-    Raises:
-        NotLoadable: package code that is not an agent factory, or not a string.
-    """
-    if spec is None:
-        return None
-    if not isinstance(spec, str) or not spec:
-        raise NotLoadable(f"{what} must be an agent spec (a string), got {spec!r}")
-    if spec.startswith("lm:") or spec == RUN_AGENT_SPEC or not is_package_agent(spec):
-        return spec  # a model; the trained-run factory; user code (hashed, checked by verify)
-    if not _BASELINE_SPEC.match(spec):
-        raise NotLoadable(
-            f"{what} {spec!r} names package code that is not an agent factory; a record's "
-            "package agent is a factory of agentbench_poad.baselines (module:Name), "
-            f"{RUN_AGENT_SPEC} or lm:MODEL; make the record again with the agent's own spec"
-        )
-    return spec
-
-
-def check_record_names(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The checks of a read (see the module doc): nothing is opened or imported.
-
-    Returns:
-        ``record``, unchanged.
-
-    Raises:
-        NotLoadable: naming the field, why, and the fix.
-    """
-    rid = record.get("record_id")
-    config = record.get("config") or {}
-    training = record.get("training") or {}
-    try:
-        check_env_id((record.get("env") or {}).get("id"), "env.id")
-        for what, value in (
-            ("config.env_id", config.get("env_id")),
-            ("training.env_id", training.get("env_id") if isinstance(training, Mapping) else None),
-        ):
-            if value is not None:
-                check_env_id(value, what)
-        check_env_kwargs(config.get("env_kwargs"))
-        check_agent_spec((record.get("agent") or {}).get("spec"))
-        check_agent_spec(config.get("agent_spec"), "config.agent_spec")
-        for what, kwargs in (
-            ("config.agent_kwargs", config.get("agent_kwargs")),
-            ("agent.kwargs", (record.get("agent") or {}).get("kwargs")),
-        ):
-            named = (kwargs or {}).get(ADAPTER_KWARG) if isinstance(kwargs, Mapping) else None
-            if named is not None:
-                _check_adapter_name(named, f"{what}.{ADAPTER_KWARG}")
-    except NotLoadable as exc:
-        raise NotLoadable(f"{rid}: {exc}") from None
-    return record
-
-
-def _check_adapter_name(named: Any, what: str) -> None:
-    """An ``adapter`` kwarg names a folder; a relative one does not climb out with ``..``."""
-    from agentbench_poad.leaderboard.runs import PathEscapes, check_relative
-
-    if not isinstance(named, str) or not named:
-        raise NotLoadable(f"{what} must name an adapter folder, got {named!r}")
-    try:
-        check_relative(named, what)
-    except PathEscapes as exc:
-        raise NotLoadable(str(exc)) from None
 
 
 # -- algorithms: the package's table only -----------------------------------------------------
@@ -371,44 +239,6 @@ def record_loads(
     )
 
 
-def adapter_folder(
-    named: Any,
-    root: str | os.PathLike,
-    runs_root: str | os.PathLike | None = None,
-    rid: str = "record",
-) -> Path:
-    """The adapter folder an ``adapter`` agent kwarg names, confined: a relative path inside the
-    record's checkout (``root``), an absolute one inside it or inside the runs root.
-
-    Raises:
-        PathEscapes: the folder lies outside both; NotLoadable: it is not a string or a folder.
-    """
-    from agentbench_poad.leaderboard.runs import PathEscapes, confine
-    from agentbench_poad.leaderboard.runs import runs_root as default_runs_root
-
-    if not isinstance(named, str) or not named:
-        raise NotLoadable(f"{rid}: agent kwarg {ADAPTER_KWARG!r} must be a folder, got {named!r}")
-    base = Path(root).expanduser().resolve()
-    written = Path(named).expanduser()
-    if written.is_absolute():
-        path = written.resolve()
-        roots = [base, default_runs_root(runs_root, must_exist=False).resolve()]
-        if not any(path.is_relative_to(r) for r in roots):
-            raise PathEscapes(
-                f"{rid}: adapter {named!r} lies outside the record's checkout {base} and the "
-                f"runs root {roots[1]}; a record names its adapter inside them (pass "
-                "--agent-root DIR to name another folder you have reviewed)"
-            )
-    else:
-        path = confine(base, written, f"{rid}: adapter")
-    if not path.is_dir():
-        raise NotLoadable(
-            f"{rid}: adapter {named!r} is not a folder at {path}; run from the checkout the "
-            "record was made in, or pass --agent-root DIR (the folder its path is relative to)"
-        )
-    return path
-
-
 def _run_model(run: Path, rid: str) -> str:
     try:
         model = json.loads((run / "config.json").read_text(encoding="utf-8")).get("model")
@@ -429,41 +259,6 @@ def _short(value: Any) -> str:
 
 
 # -- DataSciCoding datasets ---------------------------------------------------------------------
-def record_dataset(env_id: str) -> str | None:
-    """The DataSciCoding dataset an env id scores on (its registered ``dataset`` kwarg), or None
-    for any other env."""
-    from agentbench_poad.registration import UnknownEnvError, env_facts
-
-    if ":" in env_id:
-        return None
-    try:
-        facts = env_facts(env_id)
-    except UnknownEnvError:
-        return None
-    dataset = dict(facts.kwargs or {}).get("dataset")
-    return dataset if facts.family.lower() == "datascicoding" and isinstance(dataset, str) else None
-
-
-def dataset_entry(env_id: str, *, download: bool = False) -> dict[str, Any] | None:
-    """``env.dataset`` of a new record: ``{name, sha256, cached}``, the content digest of the
-    dataset the env scores on (None for other envs, or when it cannot be loaded here)."""
-    from agentbench_poad.environments.datascicoding.datasets import (
-        CacheCorrupt,
-        DatasetUnavailable,
-        load_dataset,
-    )
-    from agentbench_poad.environments.datascicoding.datasets.table import get_spec
-
-    name = record_dataset(env_id)
-    if name is None:
-        return None
-    try:
-        dataset = load_dataset(name, download=download)
-    except (CacheCorrupt, DatasetUnavailable):
-        return None
-    return {"name": name, "sha256": dataset.digest(), "cached": not get_spec(name).offline}
-
-
 def check_dataset(record: Mapping[str, Any], *, download: bool | None = None) -> None:
     """Check the dataset a DataSciCoding record scores on before it is used.
 

@@ -56,13 +56,17 @@ from agentbench_poad.evaluation import (
 )
 from agentbench_poad.leaderboard.agent_source import agent_source
 from agentbench_poad.leaderboard.records import (
+    RecordWarning,
+    hardware_info,
     make_record_id,
-    new_record,
+    now_iso,
     record_id_suffix,
     summarize_seeds,
     write_record,
 )
+from agentbench_poad.leaderboard.schema import RECORD_KIND, SCHEMA_VERSION
 from agentbench_poad.registration import env_facts
+from agentbench_poad.software import software_info
 
 __all__ = [
     "EvaluationPlan",
@@ -378,6 +382,41 @@ def _record_env(
 
         validate_record(record, source=f"record {record['record_id']}")
     return record
+
+
+def new_record(**fields: Any) -> dict[str, Any]:
+    """A record dict with the fixed header fields filled in; the caller supplies the rest.
+
+    With a ``model`` field, the content hashes of its weights and adapters are attached
+    (:func:`~agentbench_poad.leaderboard.provenance.attach_hashes`).
+    """
+    record: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": RECORD_KIND,
+        "created_at": now_iso(),
+        "hardware": hardware_info(),
+        "software": software_info(),
+    }
+    record.update(fields)
+    if isinstance(record.get("model"), dict):
+        _attach_hashes(record)
+    return record
+
+
+def _attach_hashes(record: dict[str, Any]) -> None:
+    """Content hashes of the base model's weights and the adapters (provenance never breaks a
+    run: a model that cannot be hashed here is named in a warning, and ``verify`` will refuse the
+    record until ``leaderboard backfill`` adds them)."""
+    from agentbench_poad.leaderboard.provenance import attach_hashes
+
+    try:
+        attach_hashes(record, download=False)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        warnings.warn(
+            f"{record.get('record_id')}: content hashes not recorded ({exc})",
+            RecordWarning,
+            stacklevel=3,
+        )
 
 
 def build_record(

@@ -32,12 +32,13 @@ A record states, in ``model``:
   an adapter trained elsewhere): ``{"path": <as the kwargs name it>, "files": {name: sha256}}``.
 
 :func:`attach_hashes` fills them (``leaderboard add`` and the backfill of committed records),
-with ``env.dataset`` for a DataSciCoding record
-(:func:`agentbench_poad.leaderboard.loadable.dataset_entry`); :func:`check_hashes` recomputes the
-base weights and run adapters before ``verify`` loads any weights and fails naming the file that
-differs or is missing; :func:`check_loaded_models` checks that the model the agent loads is
-``model.base``, :func:`check_adapter_files` the ``adapter`` folder's files
+with ``env.dataset`` for a DataSciCoding record (:func:`dataset_entry`); :func:`check_hashes`
+recomputes the base weights and run adapters before ``verify`` loads any weights and fails
+naming the file that differs or is missing; :func:`check_loaded_models` checks that the model the
+agent loads is ``model.base``, :func:`check_adapter_files` the ``adapter`` folder's files
 (:meth:`agentbench_poad.leaderboard.loadable.RecordLoads.check_contents` runs all of them).
+:func:`adapter_folder` confines the folder an ``adapter`` kwarg names, for the hashes here and for
+the replay's resolver in :mod:`~agentbench_poad.leaderboard.loadable`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.leaderboard.runs import confine, resolve_run
+from agentbench_poad.leaderboard.record_names import ADAPTER_KWARG, NotLoadable
+from agentbench_poad.leaderboard.runs import PathEscapes, confine, resolve_run
+from agentbench_poad.leaderboard.runs import runs_root as default_runs_root
 from agentbench_poad.leaderboard.schema import RecordError
 from agentbench_poad.models.digest import (
     DIGEST_NAME,
@@ -190,8 +193,6 @@ def attach_hashes(
             adapters[seed] = {"run": run, "checkpoint": checkpoint, "files": files}
     model["base_weights"], model["adapters"] = weights, adapters  # both or neither
     _attach_agent_adapter(record, root)
-    from agentbench_poad.leaderboard.loadable import dataset_entry
-
     env = record.get("env") or {}
     if env.get("id") and (dataset := dataset_entry(env["id"])) is not None:
         env["dataset"] = dataset
@@ -203,7 +204,6 @@ def _attach_agent_adapter(record: dict[str, Any], root: str | os.PathLike | None
     agent's kwarg): the path as the record names it and the sha256 of each of its files. The
     folder is confined to the record's checkout (or the runs root) as ``verify`` confines it."""
     from agentbench_poad.leaderboard.agent_source import agent_root
-    from agentbench_poad.leaderboard.loadable import ADAPTER_KWARG, adapter_folder
 
     named = ((record.get("config") or {}).get("agent_kwargs") or {}).get(ADAPTER_KWARG)
     if named is None:
@@ -218,6 +218,78 @@ def _attach_agent_adapter(record: dict[str, Any], root: str | os.PathLike | None
     record["model"]["adapter_files"] = {"path": named, "files": folder_files(folder)}
 
 
+def adapter_folder(
+    named: Any,
+    root: str | os.PathLike,
+    runs_root: str | os.PathLike | None = None,
+    rid: str = "record",
+) -> Path:
+    """The adapter folder an ``adapter`` agent kwarg names, confined: a relative path inside the
+    record's checkout (``root``), an absolute one inside it or inside the runs root.
+
+    Raises:
+        PathEscapes: the folder lies outside both; NotLoadable: it is not a string or a folder.
+    """
+    if not isinstance(named, str) or not named:
+        raise NotLoadable(f"{rid}: agent kwarg {ADAPTER_KWARG!r} must be a folder, got {named!r}")
+    base = Path(root).expanduser().resolve()
+    written = Path(named).expanduser()
+    if written.is_absolute():
+        path = written.resolve()
+        roots = [base, default_runs_root(runs_root, must_exist=False).resolve()]
+        if not any(path.is_relative_to(r) for r in roots):
+            raise PathEscapes(
+                f"{rid}: adapter {named!r} lies outside the record's checkout {base} and the "
+                f"runs root {roots[1]}; a record names its adapter inside them (pass "
+                "--agent-root DIR to name another folder you have reviewed)"
+            )
+    else:
+        path = confine(base, written, f"{rid}: adapter")
+    if not path.is_dir():
+        raise NotLoadable(
+            f"{rid}: adapter {named!r} is not a folder at {path}; run from the checkout the "
+            "record was made in, or pass --agent-root DIR (the folder its path is relative to)"
+        )
+    return path
+
+
+# -- DataSciCoding datasets ---------------------------------------------------------------------
+def record_dataset(env_id: str) -> str | None:
+    """The DataSciCoding dataset an env id scores on (its registered ``dataset`` kwarg), or None
+    for any other env."""
+    from agentbench_poad.registration import UnknownEnvError, env_facts
+
+    if ":" in env_id:
+        return None
+    try:
+        facts = env_facts(env_id)
+    except UnknownEnvError:
+        return None
+    dataset = dict(facts.kwargs or {}).get("dataset")
+    return dataset if facts.family.lower() == "datascicoding" and isinstance(dataset, str) else None
+
+
+def dataset_entry(env_id: str, *, download: bool = False) -> dict[str, Any] | None:
+    """``env.dataset`` of a new record: ``{name, sha256, cached}``, the content digest of the
+    dataset the env scores on (None for other envs, or when it cannot be loaded here)."""
+    from agentbench_poad.environments.datascicoding.datasets import (
+        CacheCorrupt,
+        DatasetUnavailable,
+        load_dataset,
+    )
+    from agentbench_poad.environments.datascicoding.datasets.table import get_spec
+
+    name = record_dataset(env_id)
+    if name is None:
+        return None
+    try:
+        dataset = load_dataset(name, download=download)
+    except (CacheCorrupt, DatasetUnavailable):
+        return None
+    return {"name": name, "sha256": dataset.digest(), "cached": not get_spec(name).offline}
+
+
+# -- checks before a replay -------------------------------------------------------------------
 def check_loaded_models(
     record: Mapping[str, Any], models: Sequence[str], *, download: bool | None = None
 ) -> None:

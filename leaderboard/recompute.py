@@ -14,11 +14,13 @@ learning curve and training wall time, from the training runs the record names):
 * the protocol's seeds and episode counts, and each episode's reset seed by the protocol's rule;
 * ``training.wall_time_s`` = the sum of ``training.run_wall_time_s`` (seeds whose time is known);
 * the learning curve: each point from the runs' ``learning_curve.json`` files when the runs are
-  at hand (:func:`agentbench_poad.leaderboard.from_run.combine_curves`), else its band
+  at hand (:func:`agentbench_poad.leaderboard.curves.combine_curves`), else its band
   (``low <= mean <= high``, symmetric).
 
 :func:`check_derived` raises :class:`DerivedMismatch` naming the first field that differs, with
-the stored and the recomputed value. :func:`discounted_summary` is what records store.
+the stored and the recomputed value. What records store as their discounted summary,
+:func:`~agentbench_poad.leaderboard.records.discounted_summary`, lives beside ``mean_stderr`` in
+the records module (and is importable from here too).
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentbench_poad.leaderboard.records import mean_stderr
+from agentbench_poad.leaderboard.curves import combine_curves, read_learning_curve
+from agentbench_poad.leaderboard.records import (
+    discounted_summary,
+    mean_stderr,
+    seed_discounted_mean,
+)
 from agentbench_poad.leaderboard.schema import RecordError
 
 #: Relative / absolute tolerance of a recomputed float (the same sums in another order).
@@ -50,26 +57,6 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a == b
     return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=ABS_TOL)
-
-
-def discounted_summary(per_seed: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
-    """``scores.mean_discounted_return`` and ``scores.discounted_return_stderr`` over seeds.
-
-    Each seed's mean discounted return comes from its episodes; both are None when any episode
-    logs no discounted return (a record made before episodes logged it).
-    """
-    means = [seed_discounted_mean(s["episodes"]) for s in per_seed]
-    if not means or any(m is None for m in means):
-        return {"mean_discounted_return": None, "discounted_return_stderr": None}
-    mean, se = mean_stderr(means)
-    return {"mean_discounted_return": mean, "discounted_return_stderr": se}
-
-
-def seed_discounted_mean(episodes: Sequence[Mapping[str, Any]]) -> float | None:
-    values = [e.get("discounted_return") for e in episodes]
-    if not values or any(v is None for v in values):
-        return None
-    return _mean(values)
 
 
 def _fail(rid: str, field: str, stored: Any, recomputed: Any, source: str) -> DerivedMismatch:
@@ -208,8 +195,6 @@ def _check_curve(
         return 0
     points = curve["points"]
     if run_dirs:
-        from agentbench_poad.leaderboard.from_run import combine_curves, read_learning_curve
-
         ordered = [run_dirs[str(s)] for s in sorted(run_dirs, key=int)]
         recomputed = combine_curves([read_learning_curve(r) for r in ordered], y=curve["y"])
         expected = (recomputed or {}).get("points", [])

@@ -21,9 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_poad.leaderboard.config_source import check_config_source
+from agentbench_poad.leaderboard.record_names import (
+    EXECUTION_ENV_KWARGS,
+    LABEL_ENV_KWARGS,
+    check_env_id,
+    check_record_names,
+)
 from agentbench_poad.leaderboard.schema import (
-    RECORD_KIND,
-    SCHEMA_VERSION,
     RecordError,
     check_formats,
     validate_record,
@@ -50,6 +54,27 @@ def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
         return mean, 0.0
     var = sum((v - mean) ** 2 for v in values) / (n - 1)
     return mean, math.sqrt(var / n)
+
+
+def seed_discounted_mean(episodes: Sequence[Mapping[str, Any]]) -> float | None:
+    """One seed's mean discounted return over its episodes; None when any episode logs none."""
+    values = [e.get("discounted_return") for e in episodes]
+    if not values or any(v is None for v in values):
+        return None
+    return float(sum(values) / len(values))
+
+
+def discounted_summary(per_seed: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """``scores.mean_discounted_return`` and ``scores.discounted_return_stderr`` over seeds.
+
+    Each seed's mean discounted return comes from its episodes; both are None when any episode
+    logs no discounted return (a record made before episodes logged it).
+    """
+    means = [seed_discounted_mean(s["episodes"]) for s in per_seed]
+    if not means or any(m is None for m in means):
+        return {"mean_discounted_return": None, "discounted_return_stderr": None}
+    mean, se = mean_stderr(means)
+    return {"mean_discounted_return": mean, "discounted_return_stderr": se}
 
 
 # -- provenance ----------------------------------------------------------------------------
@@ -107,12 +132,9 @@ def make_record_id(
 #: and env kwargs (:func:`agentbench_poad.leaderboard.report.common.anchors`), so several of one
 #: env (uncapped and capped) live side by side and their ids carry the env kwargs.
 ANCHOR_AGENTS = ("random", "oracle", "scripted")
-#: Env kwargs that choose how an env runs, not what it scores (DataSciCoding's code sandbox):
-#: they neither name an anchor record nor keep a row from its anchors.
-EXECUTION_ENV_KWARGS = frozenset({"sandbox"})
-#: Task env kwargs that every record's id and board label name, whatever the agent: the prompt an
-#: agent saw changes what its score means (DataSciCoding's ``prompt_style``).
-LABEL_ENV_KWARGS = frozenset({"prompt_style"})
+#: The execution env kwargs (:data:`EXECUTION_ENV_KWARGS`: how an env runs, not what it scores)
+#: and the label env kwargs (:data:`LABEL_ENV_KWARGS`: named by every record's id and label) are
+#: defined in :mod:`~agentbench_poad.leaderboard.record_names` and imported here.
 #: Short names of env kwargs in record ids (:func:`env_kwargs_suffix`).
 ENV_KWARG_ABBREVIATIONS = {"max_episode_steps": "steps"}
 
@@ -198,8 +220,6 @@ def read_record(path: Path) -> dict[str, Any]:
 
     record = validate_record(read_json_file(path), source=str(path))
     check_ids(record, source=str(path))
-    from agentbench_poad.leaderboard.loadable import check_record_names
-
     check_record_names(record)  # names no code to import, no unlabelled task kwarg (issue 64)
     return record
 
@@ -299,10 +319,8 @@ def check_record_paths(record: Mapping[str, Any]) -> None:
 
 
 def check_loadable_names(record: Mapping[str, Any]) -> None:
-    """:func:`agentbench_poad.leaderboard.loadable.check_record_names`, the env id registered
-    here (imported late: loadable imports this module)."""
-    from agentbench_poad.leaderboard.loadable import check_env_id, check_record_names
-
+    """:func:`~agentbench_poad.leaderboard.record_names.check_record_names`, the env id
+    registered here."""
     check_record_names(record)
     check_env_id(record["env"]["id"], f"{record.get('record_id')}: env.id", registered=True)
 
@@ -401,43 +419,10 @@ def find_record(record_id: str, store: Path | str | None = None) -> dict[str, An
     return record
 
 
-def new_record(**fields: Any) -> dict[str, Any]:
-    """A record dict with the fixed header fields filled in; the caller supplies the rest."""
-    record: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": RECORD_KIND,
-        "created_at": now_iso(),
-        "hardware": hardware_info(),
-        "software": software_info(),
-    }
-    record.update(fields)
-    if isinstance(record.get("model"), dict):
-        _attach_hashes(record)
-    return record
-
-
-def _attach_hashes(record: dict[str, Any]) -> None:
-    """Content hashes of the base model's weights and the adapters (provenance never breaks a
-    run: a model that cannot be hashed here is named in a warning, and ``verify`` will refuse the
-    record until ``leaderboard backfill`` adds them)."""
-    from agentbench_poad.leaderboard.provenance import attach_hashes
-
-    try:
-        attach_hashes(record, download=False)
-    except Exception as exc:  # noqa: BLE001 - see the docstring
-        warnings.warn(
-            f"{record.get('record_id')}: content hashes not recorded ({exc})",
-            RecordWarning,
-            stacklevel=3,
-        )
-
-
 def summarize_seeds(per_seed: Iterable[dict[str, Any]]) -> dict[str, float | None]:
     """The ``scores`` summary over seeds: score and success rate (mean, standard error) and,
     beside them, the discounted return (the paper's Table 1 metric; None when an episode logs
     none). :mod:`agentbench_poad.leaderboard.recompute` checks the same numbers."""
-    from agentbench_poad.leaderboard.recompute import discounted_summary
-
     per_seed = list(per_seed)
     mean, se = mean_stderr([s["score"] for s in per_seed])
     sr, sr_se = mean_stderr([s["success_rate"] for s in per_seed])

@@ -16,8 +16,9 @@ rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -26,14 +27,35 @@ from agentbench_poad.environments.datascicoding.datasets.dataset import Dataset
 if TYPE_CHECKING:
     import pandas as pd
 
-    from agentbench_poad.environments.datascicoding.datasets.table import DatasetSpec
-
 #: Seed of the first OpenML shuffle (CAAFE seeds NumPy with 13 before shuffling).
 FIRST_SHUFFLE_SEED = 13
 #: Seed of the second OpenML shuffle (unseeded in the reference; fixed here).
 SECOND_SHUFFLE_SEED = 0
 
 Pruned = tuple[np.ndarray, np.ndarray, tuple[str, ...]]
+
+
+class PrunableSpec(Protocol):
+    """What :func:`prune` reads of a task-table row (``table.DatasetSpec`` is one).
+
+    Typed against this instead of the table, so the table can import the pruning classes
+    without the pruning importing the table back.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def target(self) -> str: ...
+
+    @property
+    def prune(self) -> Callable[[pd.DataFrame, str], Pruned]: ...
+
+    @property
+    def missing_values(self) -> bool: ...
 
 
 def _codes(column: pd.Series) -> pd.Series:
@@ -161,7 +183,7 @@ class SklearnPruning:
         return X, frame[target].to_numpy(), tuple(str(c) for c in features)
 
 
-def prune(spec: DatasetSpec, frame: pd.DataFrame, source: str) -> Dataset:
+def prune(spec: PrunableSpec, frame: pd.DataFrame, source: str) -> Dataset:
     """Run ``spec``'s pruning on a raw table and encode the labels as ``0..K-1``."""
     X, labels, names = spec.prune(frame, spec.target)
     if X.ndim != 2 or len(X) != len(labels):
