@@ -81,7 +81,7 @@ from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
 from agentbench_poad.rl.config import MINI_SUFFIX, PPOConfig
 from agentbench_poad.rl.critic import TargetCritic, ValueHead
 from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, make_adamw
-from agentbench_poad.rl.token_level import token_grid, token_level_evaluation
+from agentbench_poad.rl.token_level import step_advantage_batch, token_level_evaluation
 
 __all__ = [
     "Archer",
@@ -554,23 +554,10 @@ class Archer(PPOAgent):
 
     # -- loss granularity: one PPO term per action token ----------------------------------------
     def make_batch(self, buffer: RolloutBuffer) -> PPOBatch:
-        """One column per action token; every token carries its action's ``Q − V``."""
-        old_log_probs, mask = token_grid(buffer.flat_samples("token_log_probs"))
-        advantages = torch.as_tensor(
-            np.asarray(buffer.advantages, dtype=np.float64).reshape(-1), dtype=torch.float32
-        )
-        zeros = torch.zeros(mask.shape)
-        return PPOBatch(
-            old_log_probs=old_log_probs,
-            advantages=advantages[:, None] * mask,
-            returns=zeros,
-            old_values=zeros,
-            mask=mask,
-            extras={
-                "prompts": buffer.flat("prompt"),
-                "token_ids": buffer.flat_samples("token_ids"),
-            },
-        )
+        """One column per action token; every token carries its action's ``Q − V`` (the
+        ``(T, N)`` advantages read time-major,
+        :func:`~agentbench_poad.rl.token_level.step_advantage_batch`)."""
+        return step_advantage_batch(buffer)
 
     def evaluate_policy(self, batch: PPOBatch) -> PolicyEvaluation:
         """Per-token log-probs and full-vocabulary entropies of the stored action tokens (with

@@ -52,7 +52,7 @@ from agentbench_poad.rl.config import MINI_SUFFIX, PPOConfig
 from agentbench_poad.rl.group_rollout import GroupBuffer, GroupStep, collect_groups
 from agentbench_poad.rl.ppo import PPOAgent, action_level_evaluation
 from agentbench_poad.rl.ppo_loop import PolicyEvaluation, PPOBatch
-from agentbench_poad.rl.token_level import token_grid, token_level_evaluation
+from agentbench_poad.rl.token_level import step_advantage_batch, token_level_evaluation
 
 __all__ = ["GRPO", "GRPOConfig", "GroupConfig"]
 
@@ -228,23 +228,9 @@ class GRPO(PPOAgent):
         return self.action_level_batch(buffer)
 
     def token_level_batch(self, buffer: GroupBuffer) -> PPOBatch:
-        """One column per generated token; each token carries its step's advantage."""
-        old_log_probs, mask = token_grid(buffer.flat_samples("token_log_probs"))
-        step_advantages = torch.as_tensor(
-            np.asarray(buffer.advantages, dtype=np.float64), dtype=torch.float32
-        )
-        zeros = torch.zeros(mask.shape)
-        return PPOBatch(
-            old_log_probs=old_log_probs,
-            advantages=step_advantages[:, None] * mask,
-            returns=zeros,
-            old_values=zeros,
-            mask=mask,
-            extras={
-                "prompts": buffer.flat("prompt"),
-                "token_ids": buffer.flat_samples("token_ids"),
-            },
-        )
+        """One column per generated token; each token carries its step's advantage
+        (:func:`~agentbench_poad.rl.token_level.step_advantage_batch`)."""
+        return step_advantage_batch(buffer)
 
     def action_level_batch(self, buffer: GroupBuffer) -> PPOBatch:
         """One column per decision: the chosen action's log-prob in the offered categorical."""

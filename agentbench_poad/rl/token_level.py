@@ -5,7 +5,9 @@ POAD and NTPO take PPO's clipped ratio per action token everywhere; GRPO and GiG
 was sampled from. Both build the same ``(B, L)`` grid of the stored actions' tokens
 (:func:`token_grid`) and recompute it the same way (:func:`token_level_evaluation`); only what
 fills the advantage and value columns differs (a token critic's GAE, or one group-relative
-advantage per step broadcast over its tokens). The action-level counterpart is
+advantage per step broadcast over its tokens). The agents whose advantage is one number per
+step (GRPO and GiGPO on open actions, ArCHer's ``Q − V``) build their whole batch with
+:func:`step_advantage_batch`. The action-level counterpart is
 :func:`~agentbench_poad.rl.ppo.action_level_evaluation`.
 """
 
@@ -14,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from agentbench_poad.rl.ppo_loop import PolicyEvaluation, PPOBatch, pad_columns
 
-__all__ = ["token_grid", "token_level_evaluation"]
+__all__ = ["step_advantage_batch", "token_grid", "token_level_evaluation"]
 
 
 def token_grid(
@@ -44,6 +47,36 @@ def token_grid(
     for i, row in enumerate(token_log_probs):
         old_log_probs[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
     return old_log_probs, mask
+
+
+def step_advantage_batch(buffer: Any) -> PPOBatch:
+    """One column per action token; every token carries its step's advantage (no critic column).
+
+    Args:
+        buffer: a rollout or group buffer whose ``advantages`` hold one number per step, in the
+            order of ``buffer.flat`` (a ``(T, N)`` array is read time-major, as ``flat`` is).
+
+    Returns:
+        The batch :func:`token_level_evaluation` scores: the stored token log-probs on the
+        :func:`token_grid`, each step's advantage (float32) on its real tokens, zero returns and
+        old values, and the prompts and token ids in ``extras``.
+    """
+    old_log_probs, mask = token_grid(buffer.flat_samples("token_log_probs"))
+    step_advantages = torch.as_tensor(
+        np.asarray(buffer.advantages, dtype=np.float64).reshape(-1), dtype=torch.float32
+    )
+    zeros = torch.zeros(mask.shape)
+    return PPOBatch(
+        old_log_probs=old_log_probs,
+        advantages=step_advantages[:, None] * mask,
+        returns=zeros,
+        old_values=zeros,
+        mask=mask,
+        extras={
+            "prompts": buffer.flat("prompt"),
+            "token_ids": buffer.flat_samples("token_ids"),
+        },
+    )
 
 
 def token_level_evaluation(policy: Any, batch: PPOBatch) -> PolicyEvaluation:
