@@ -2,7 +2,9 @@
 
 Shared by ``ppo_update.py``, ``action_scoring.py`` and ``gpu_check.py``: :func:`resolve_model`
 (below), :func:`collect_rollout` and :func:`time_update` (a POAD rollout, and its update timed
-against a plain forward + backward), :func:`synchronize`, :func:`smollm2_shaped_model`.
+against a plain forward + backward), :func:`synchronize`, :func:`smollm2_shaped_model`; by
+``update_profile.py`` and ``side_by_side.py``: the quickstart's and the ``--tiny`` trainer
+settings (:data:`QUICKSTART_OVERRIDES`, :data:`TINY_OVERRIDES`).
 
 ``--model`` takes anything ``load_causal_lm`` resolves: a named model (``smollm2-135m``, fetched on
 first use), a ``.gguf`` file or a local Hugging Face directory. Without it:
@@ -25,6 +27,22 @@ from typing import Any
 DEFAULT_MODEL_NAME = "smollm2-135m"
 #: Environment variable that overrides the default model of the benchmarks.
 MODEL_ENV_VAR = "AGENTBENCH_POAD_BENCH_MODEL"
+#: The quickstart's trainer overrides and episode cap (agentbench_poad/cli/quickstart.py): what
+#: ``update_profile.py`` and ``side_by_side.py`` train with by default. Copy before changing.
+QUICKSTART_OVERRIDES = {"eval_every": 6, "eval_episodes": 4}
+QUICKSTART_MAX_EPISODE_STEPS = 30
+#: Their ``--tiny`` (CPU-sized) trainer overrides and episode cap. Copy before changing.
+TINY_OVERRIDES = {
+    "num_envs": 2,
+    "rollout_length": 4,
+    "epochs": 1,
+    "num_minibatches": 2,
+    "lora_layers": 1,
+    "critic_hidden_sizes": [16],
+    "eval_every": 2,
+    "eval_episodes": 1,
+}
+TINY_MAX_EPISODE_STEPS = 5
 
 
 def resolve_model(

@@ -41,29 +41,27 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _bench_model import (
+    QUICKSTART_MAX_EPISODE_STEPS,
+    QUICKSTART_OVERRIDES,
+    TINY_MAX_EPISODE_STEPS,
+    TINY_OVERRIDES,
+)
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 #: The commit issue 62 starts from.
 DEFAULT_LANDED = "9b20f95"
 #: The quickstart's trainer settings (agentbench_poad/cli/quickstart.py).
 QUICKSTART = {
-    "overrides": {"eval_every": 6, "eval_episodes": 4},
-    "env_kwargs": {"max_episode_steps": 30},
+    "overrides": QUICKSTART_OVERRIDES,
+    "env_kwargs": {"max_episode_steps": QUICKSTART_MAX_EPISODE_STEPS},
     "total_steps": 3072,
     "updates": 24,
 }
 TINY = {
-    "overrides": {
-        "num_envs": 2,
-        "rollout_length": 4,
-        "epochs": 1,
-        "num_minibatches": 2,
-        "lora_layers": 1,
-        "critic_hidden_sizes": [16],
-        "eval_every": 2,
-        "eval_episodes": 1,
-    },
-    "env_kwargs": {"max_episode_steps": 5},
+    "overrides": TINY_OVERRIDES,
+    "env_kwargs": {"max_episode_steps": TINY_MAX_EPISODE_STEPS},
     "total_steps": 400,
 }
 METRICS = ("env_steps", "policy_loss", "value_loss", "approx_kl", "entropy", "reward_mean")

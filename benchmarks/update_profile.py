@@ -46,7 +46,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _bench_model import resolve_model
+from _bench_model import (
+    QUICKSTART_MAX_EPISODE_STEPS,
+    QUICKSTART_OVERRIDES,
+    TINY_MAX_EPISODE_STEPS,
+    TINY_OVERRIDES,
+    resolve_model,
+)
 
 #: The phases in print order.
 PHASES = (
@@ -349,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         described = "tiny random model (--tiny)"
     else:
         model, described = resolve_model(args.model, tiny, num_layers=4)
-    env_kwargs = {"max_episode_steps": 5 if args.tiny else 30}
+    env_kwargs = {
+        "max_episode_steps": TINY_MAX_EPISODE_STEPS if args.tiny else QUICKSTART_MAX_EPISODE_STEPS
+    }
     import agentbench_poad
 
     print(f"package: {Path(agentbench_poad.__file__).parent}")
@@ -358,18 +366,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.updates} updates per agent; threads {torch.get_num_threads()}"
     )
     for agent in args.agents.split(","):
-        overrides: dict[str, Any] = {"eval_every": 6, "eval_episodes": 4}
+        overrides: dict[str, Any] = dict(QUICKSTART_OVERRIDES)
         if args.tiny:
-            overrides = {
-                "num_envs": 2,
-                "rollout_length": 6,
-                "epochs": 1,
-                "num_minibatches": 2,
-                "lora_layers": 1,
-                "critic_hidden_sizes": [16],
-                "eval_every": 2,
-                "eval_episodes": 1,
-            }
+            overrides = {**TINY_OVERRIDES, "rollout_length": 6}
             if agent in ("grpo", "gigpo"):
                 overrides["group_size"] = 2
         for item in args.set:
