@@ -23,6 +23,8 @@ from agentbench_poad.rl.advantages import token_level_gae
 
 torch = pytest.importorskip("torch")
 
+from tests._array_kinds import as_kind, to_numpy, tolerance  # noqa: E402
+
 SETTINGS = settings(
     max_examples=60,
     deadline=None,
@@ -101,22 +103,6 @@ def discounts(draw):
     # ones (the discount-matrix path) too.
     intra = draw(st.one_of(st.just("gamma"), DISCOUNTS, st.sampled_from([1e-9, 1e-3])))
     return gamma, lam, gamma if intra == "gamma" else intra
-
-
-def as_kind(x, kind, dtype):
-    x = np.asarray(x)
-    if x.dtype != bool:
-        x = x.astype(dtype)
-    return torch.from_numpy(x.copy()) if kind == "torch" else x.copy()
-
-
-def to_numpy(x):
-    return x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-
-
-def tolerance(dtype, *arrays):
-    magnitude = max([1.0] + [float(np.nanmax(np.abs(a))) for a in arrays if np.size(a)])
-    return magnitude * (1e-9 if dtype == np.float64 else 1e-5)
 
 
 def archer(case, gamma, lam, intra, boundary="last", time_limits=True):

@@ -35,6 +35,7 @@ from agentbench_poad.rl.ppo import (  # noqa: E402
     normalize_advantages,
     ppo_update,
 )
+from tests._array_kinds import as_kind, to_numpy, tolerance  # noqa: E402
 
 SETTINGS = settings(
     max_examples=40,
@@ -127,24 +128,6 @@ def discounts(draw):
     )  # tiny: the discount-matrix path
     intra_gamma = {"bad": 1.0, "ntpo": gamma}.get(intra, intra)
     return gamma, lam, intra_gamma
-
-
-def as_kind(x, kind, dtype):
-    """``x`` as a NumPy array or torch tensor of the float dtype (bools stay bools)."""
-    x = np.asarray(x)
-    if x.dtype != bool:
-        x = x.astype(dtype)
-    return torch.from_numpy(x.copy()) if kind == "torch" else x.copy()
-
-
-def to_numpy(x):
-    return x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-
-
-def tolerance(dtype, *arrays):
-    """Absolute tolerance: float64 round-off, or float32 output rounding, of the magnitudes."""
-    magnitude = max([1.0] + [float(np.nanmax(np.abs(a))) for a in arrays if np.size(a)])
-    return magnitude * (1e-9 if dtype == np.float64 else 1e-5)
 
 
 # -- token-level GAE ----------------------------------------------------------------------------
