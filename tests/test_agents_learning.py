@@ -29,19 +29,14 @@ def overcooked_env_available():
     return OVERCOOKED in gym.registry
 
 
-@pytest.mark.parametrize("agent", AGENTS)
-def test_one_update_on_overcooked_changes_policy_and_critic(agent, tiny_model):
-    env_id = OVERCOOKED if overcooked_env_available() else "CaseStudy-Microwave-v0"
-    algorithm_class = get_algorithm(agent)
-    config = algorithm_class.config_class.preset(None, **small())
-    policy = build_policy(config, tiny_model, seed=0)
-    algorithm = algorithm_class(config, policy, seed=0)
-    lora_before = [p.detach().clone() for p in policy.trainable_parameters()]
-    critic_before = [p.detach().clone() for p in algorithm.critic.parameters()]
-
+def offered_action_rollout(algorithm, env_id):
+    """One rollout of ``algorithm.config``'s size on ``env_id`` (env ``k`` reset with seed ``k``,
+    and with ``100 + k`` after an episode ends; generator seed 0), checking that every chosen
+    action is an offered one. Returns the filled buffer (``next_values`` unset) and the last
+    observations; the envs are closed."""
+    config = algorithm.config
     envs = [gym.make(env_id) for _ in range(config.num_envs)]
-    observations, infos = zip(*(env.reset(seed=i) for i, env in enumerate(envs)))
-    observations, infos = list(observations), list(infos)
+    observations, infos = map(list, zip(*(env.reset(seed=i) for i, env in enumerate(envs))))
     generator = torch.Generator().manual_seed(0)
     buffer = RolloutBuffer(num_envs=config.num_envs)
     for _ in range(config.rollout_length):
@@ -56,6 +51,21 @@ def test_one_update_on_overcooked_changes_policy_and_critic(agent, tiny_model):
                 obs, info = envs[k].reset(seed=100 + k)
             observations[k], infos[k] = obs, info
         buffer.add(records)
+    for env in envs:
+        env.close()
+    return buffer, observations
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_one_update_on_overcooked_changes_policy_and_critic(agent, tiny_model):
+    env_id = OVERCOOKED if overcooked_env_available() else "CaseStudy-Microwave-v0"
+    algorithm_class = get_algorithm(agent)
+    config = algorithm_class.config_class.preset(None, **small())
+    policy = build_policy(config, tiny_model, seed=0)
+    algorithm = algorithm_class(config, policy, seed=0)
+    lora_before = [p.detach().clone() for p in policy.trainable_parameters()]
+    critic_before = [p.detach().clone() for p in algorithm.critic.parameters()]
+    buffer, observations = offered_action_rollout(algorithm, env_id)
     buffer.next_values = algorithm.bootstrap_values(observations)
     algorithm.compute_advantages(buffer)
     values, mask = buffer.value_grid()
@@ -65,8 +75,6 @@ def test_one_update_on_overcooked_changes_policy_and_critic(agent, tiny_model):
     assert np.isfinite(metrics["value_loss"]) and np.isfinite(metrics["policy_loss"])
     assert any(not torch.equal(a, b) for a, b in zip(lora_before, policy.trainable_parameters()))
     assert any(not torch.equal(a, b) for a, b in zip(critic_before, algorithm.critic.parameters()))
-    for env in envs:
-        env.close()
 
 
 def test_stored_log_probs_match_recomputation(tiny_model):

@@ -14,16 +14,11 @@ torch = pytest.importorskip("torch")
 from agentbench_poad.baselines import ALGORITHMS, get_algorithm  # noqa: E402
 from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord  # noqa: E402
 from agentbench_poad.rl.trainer import build_policy, latest_checkpoint, load_agent, train  # noqa: E402
-from tests.fixtures_rl import small_overrides  # noqa: E402
-from tests.test_agents_learning import prob_of_close  # noqa: E402
+from tests.test_agents_learning import offered_action_rollout, prob_of_close, small  # noqa: E402
 from tests.test_archer_adrl_advantages import loop_archer_gae  # noqa: E402
 
 AGENT = "archer-adrl"
 OVERCOOKED = "Overcooked-TomatoSalad-v0"
-
-
-def small(**extra):
-    return small_overrides(**{"eval_every": 0, **extra})
 
 
 def make_agent(model, name=AGENT, **extra):
@@ -119,20 +114,7 @@ def test_one_update_on_overcooked_changes_policy_and_critic(tiny_model):
     config = agent.config
     lora_before = [p.detach().clone() for p in agent.policy.trainable_parameters()]
     critic_before = [p.detach().clone() for p in agent.critic.parameters()]
-    envs = [gym.make(env_id) for _ in range(config.num_envs)]
-    observations, infos = map(list, zip(*(env.reset(seed=i) for i, env in enumerate(envs))))
-    generator = torch.Generator().manual_seed(0)
-    buffer = RolloutBuffer(num_envs=config.num_envs)
-    for _ in range(config.rollout_length):
-        records = agent.collect(observations, [i["available_actions"] for i in infos], generator)
-        for k, record in enumerate(records):
-            assert record.sample.text in infos[k]["available_actions"]
-            obs, reward, terminated, truncated, info = envs[k].step(record.sample.text)
-            record.reward, record.done = reward, terminated or truncated
-            if record.done:
-                obs, info = envs[k].reset(seed=100 + k)
-            observations[k], infos[k] = obs, info
-        buffer.add(records)
+    buffer, observations = offered_action_rollout(agent, env_id)
     buffer.next_values = agent.bootstrap_values(observations)
     agent.compute_advantages(buffer)
     values, _ = buffer.value_grid()
@@ -143,8 +125,6 @@ def test_one_update_on_overcooked_changes_policy_and_critic(tiny_model):
     after = agent.policy.trainable_parameters()
     assert any(not torch.equal(a, b) for a, b in zip(lora_before, after))
     assert any(not torch.equal(a, b) for a, b in zip(critic_before, agent.critic.parameters()))
-    for env in envs:
-        env.close()
 
 
 def test_checkpoint_resume_gives_the_same_next_update(tiny_model, tmp_path):
