@@ -139,6 +139,13 @@ def run_train(args: argparse.Namespace) -> int:
         return die(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
     if error := check_device(config.device):  # no GPU: fail before the model loads
         return die(error)
+    if getattr(config, "compile_layers", False):  # inductor compiles here: before the model loads
+        from agentbench_poad.rl.compiled_layers import check_compile_layers
+
+        try:
+            check_compile_layers(config.device)
+        except ValueError as exc:
+            return die(str(exc))
     if error := check_model(args.model):  # last: the options above are cheaper to fix
         return die(error)
     try:

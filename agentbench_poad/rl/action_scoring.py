@@ -269,7 +269,8 @@ class ActionScoring(PolicyModel):
         :func:`slot_log_probs`, which runs the head at the slots only and skips idle rows in the
         backward, and the top layer's per-position parts run at the slots only
         (:meth:`_top_layer_at`); a model that post-processes its logits (scaling, soft-capping) runs its own
-        forward and the log-softmax through autograd.
+        forward and the log-softmax through autograd. With ``compile_layers`` a pass with
+        gradients runs the decoder stack compiled (:meth:`_gradient_stack`).
         """
         at = torch.tensor(slots, dtype=torch.long, device=self.device)
         positions = forest.positions.to(self.device)
@@ -286,7 +287,7 @@ class ActionScoring(PolicyModel):
             # Only the slots are read: the top layer's position-wise parts run there only.
             flat = at[:, 0] * forest.ids.shape[1] + at[:, 1]
             with self._only_layers(start) as decoder, self._top_layer_at(flat):
-                out = decoder(**feed)
+                out = self._gradient_stack(decoder)(**feed)
             states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
             states = states[at[:, 0], at[:, 1]]
 
@@ -304,7 +305,7 @@ class ActionScoring(PolicyModel):
             return read_head
         if head is not None:
             with self._only_layers(start) as decoder:
-                out = decoder(**feed)
+                out = self._gradient_stack(decoder)(**feed)
             states = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
             logits = head(states[at[:, 0], at[:, 1]])
         else:

@@ -185,6 +185,16 @@ class PPOConfig:
     chunks of at most this many padded tokens (prompt + action) instead of ``grad_accum_steps``
     equal chunks. The gradient is the same (accumulation is exact), padding is smaller and so is
     peak memory. None: the paper's ``grad_accum_steps`` split."""
+    compile_layers: bool = False
+    """Speed, **not exact** (float rounding; not in the paper): run the decoder stack of the
+    update's gradient passes (with ``lora_layers`` the adapted top layers, from the cached
+    frozen states) through ``torch.compile(..., dynamic=True)`` (inductor, CPU or CUDA), made
+    once per policy on the first pass; rollouts and evaluation stay eager. Log-probs, losses and
+    gradients then differ from the eager run's by float rounding (SmolLM2, CPU preset: losses
+    and KLs to ~1e-5 relative), so a run with it is not bit-identical to one without it; the
+    first update pays the compile (~85 s for SmolLM2's top 8 layers on 2 busy CPU cores). A
+    resumed run compiles afresh and continued bit for bit in the tests (tiny model, CPU). Needs a
+    C++ compiler on CPU (triton on CUDA): checked at set-up (docs/speed.md)."""
     train_policy: bool = True
     """False trains the critic only (the critic-only case study of docs/reference.md#case-study)."""
 
@@ -316,6 +326,8 @@ class PPOConfig:
                 f"max_chunk_tokens must be an int >= 1 or None (the grad_accum_steps "
                 f"split), got {self.max_chunk_tokens!r}"
             )
+        if not isinstance(self.compile_layers, bool):
+            raise ValueError(f"compile_layers must be true or false, got {self.compile_layers!r}")
         if not isinstance(self.frozen_cache_tokens, int) or self.frozen_cache_tokens < 0:
             raise ValueError(
                 f"frozen_cache_tokens must be an int >= 0, got {self.frozen_cache_tokens!r}"

@@ -108,6 +108,12 @@ class LMPolicy(UpdateFeatures, OpenGeneration):
             ending with the assistant header (instruct models). A generated (open) action is
             then the first Markdown code block of the reply (:func:`reply_code`; the whole
             reply without one); its ``token_ids`` are still every generated token.
+        compile_layers: Run the decoder stack of the passes with gradients (the update's
+            scoring: with ``lora_layers`` the adapted top layers) through
+            ``torch.compile(..., dynamic=True)``, made on the first such pass; passes without
+            gradients stay eager. Equal to the eager pass to float rounding, not bit for bit
+            (:mod:`agentbench_poad.rl.compiled_layers`). Needs inductor (a C++ compiler on CPU):
+            checked here, a ``ValueError`` names the fix.
     """
 
     # ------------------------------------------------------------------- public

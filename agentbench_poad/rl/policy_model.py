@@ -132,6 +132,7 @@ class PolicyModel(torch.nn.Module):
         lora_layers: int | None = None,
         frozen_cache_tokens: int = 262_144,
         chat_template: bool = False,
+        compile_layers: bool = False,
     ) -> None:
         super().__init__()
         if normalization not in NORMALIZATIONS:
@@ -151,6 +152,16 @@ class PolicyModel(torch.nn.Module):
         self.forest_row_tokens = 256
         self.lora = lora
         self.device = resolve_device(device)
+        #: Run the decoder stack of the gradient passes compiled (``torch.compile``,
+        #: :mod:`agentbench_poad.rl.compiled_layers`): equal to the eager pass to float rounding
+        #: only. Checked here, before the model loads; compiled on first use.
+        self.compile_layers = bool(compile_layers)
+        if self.compile_layers:
+            from agentbench_poad.rl.compiled_layers import check_compile_layers
+
+            check_compile_layers(self.device)
+        #: The compiled stack (:meth:`_gradient_stack`), None until the first gradient pass.
+        self._compiled_stack: Any = None
         base, tokenizer = load_causal_lm(model_name_or_path, dtype=dtype, device=self.device)
         self.tokenizer = tokenizer
         self.chat_template = bool(chat_template)
@@ -324,6 +335,18 @@ class PolicyModel(torch.nn.Module):
             decoder.norm = norm
             if sliced_kinds:
                 config.layer_types = kinds
+
+    def _gradient_stack(self, decoder: torch.nn.Module) -> Any:
+        """What a scoring pass calls to run ``decoder`` (as :meth:`_only_layers` holds it):
+        ``decoder`` itself, or with ``compile_layers`` and gradients on, its compiled stack
+        (made once, on the first such pass). Passes without gradients stay eager."""
+        if not self.compile_layers or not torch.is_grad_enabled():
+            return decoder
+        if self._compiled_stack is None:
+            from agentbench_poad.rl.compiled_layers import compiled_stack
+
+            self._compiled_stack = compiled_stack(_decoder_of(self._hf_model()))
+        return self._compiled_stack
 
     @contextlib.contextmanager
     def _top_layer_at(self, rows: torch.Tensor) -> Iterator[None]:

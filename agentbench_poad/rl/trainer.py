@@ -114,6 +114,7 @@ def build_policy(config: PPOConfig, model: str | os.PathLike, *, seed: int = 0) 
         lora_layers=config.lora_layers,
         frozen_cache_tokens=config.frozen_cache_tokens,
         chat_template=config.chat_template,
+        compile_layers=config.compile_layers,
     )
     generator = torch.Generator().manual_seed(derived_seed(seed, ADAPTER))
     with torch.no_grad():
@@ -575,6 +576,8 @@ def load_agent(
     values = {k: v for k, v in spec["algorithm"].items() if k in shared}
     if device is not None:
         values["device"] = device
+    # Acting runs without gradients, which compile_layers never compiles: no compiler needed.
+    values["compile_layers"] = False
     config = PPOConfig.from_dict(values)
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
