@@ -137,7 +137,13 @@ def capture_cases(algorithm: Any, buffer: Any, seed: int = 0) -> list[Case]:
 class Runner:
     """One way to run the top layers: eager, or a compiled stack or compiled layers."""
 
-    def __init__(self, policy: Any, kind: str = "eager", dynamic: bool | None = None) -> None:
+    def __init__(
+        self,
+        policy: Any,
+        kind: str = "eager",
+        dynamic: bool | None = None,
+        backend: str = "inductor",
+    ) -> None:
         from agentbench_poad.rl.policy_model import _decoder_of
 
         self.policy = policy
@@ -147,10 +153,11 @@ class Runner:
         self.stack = None
         self.layers = None
         if kind == "stack":
-            self.stack = torch.compile(self.decoder, dynamic=dynamic)
+            self.stack = torch.compile(self.decoder, dynamic=dynamic, backend=backend)
         elif kind == "layers":
             self.layers = torch.nn.ModuleList(
-                torch.compile(layer, dynamic=dynamic) for layer in self.decoder.layers[self.start :]
+                torch.compile(layer, dynamic=dynamic, backend=backend)
+                for layer in self.decoder.layers[self.start :]
             )
 
     def forward(self, case: Case) -> torch.Tensor:
@@ -292,7 +299,13 @@ def inductor_problem() -> str | None:
 
 
 def probe_variant(
-    name: str, policy: Any, eager: Runner, cases: list[Case], repeats: int, eager_pass: float
+    name: str,
+    policy: Any,
+    eager: Runner,
+    cases: list[Case],
+    repeats: int,
+    eager_pass: float,
+    backend: str = "inductor",
 ) -> dict[str, Any]:
     """Warm-up, interleaved timing and differences of one compiled variant."""
     kind, dynamic = VARIANTS[name]
@@ -300,7 +313,7 @@ def probe_variant(
     before = counters()
     log = RecompileLog()
     with log.installed():
-        runner = Runner(policy, kind, dynamic)
+        runner = Runner(policy, kind, dynamic, backend)
         start = time.perf_counter()
         first_call = None
         params = policy.trainable_parameters()
@@ -427,6 +440,12 @@ def main(argv: list[str] | None = None) -> int:
         help="minibatch passes per update for the break-even (default: epochs x minibatches)",
     )
     parser.add_argument("--smoke", action="store_true", help="tiny random Llama, seconds")
+    parser.add_argument(
+        "--backend",
+        default="inductor",
+        help="torch.compile backend (inductor: the measured one; eager: dynamo's tracing only, "
+        "no code generation: checks the plumbing in seconds)",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -471,13 +490,15 @@ def main(argv: list[str] | None = None) -> int:
         f"eager: {1000 * eager_pass / len(cases):.1f} ms per pass ({eager_pass:.2f} s over the "
         f"{len(cases)} cases)"
     )
-    problem = inductor_problem()
+    problem = inductor_problem() if args.backend == "inductor" else None
     if problem is not None:
         print(f"inductor unavailable: {problem}")
         return 0
     for name in variants:
         try:
-            result = probe_variant(name, policy, eager, cases, args.repeats, eager_pass)
+            result = probe_variant(
+                name, policy, eager, cases, args.repeats, eager_pass, args.backend
+            )
         except Exception as error:  # noqa: BLE001 - report and go on with the next variant
             line = f"{type(error).__name__}: {error}".splitlines()[0][:200]
             print(f"\n[{name}] failed to compile or run: {line}")

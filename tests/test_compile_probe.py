@@ -62,3 +62,37 @@ def test_compile_probe_smoke(tmp_path):
         diff = float(match[name])
         assert math.isfinite(diff) and diff < 1e-3, (name, diff, out[-2000:])
     assert "recompile-limit hits 0" in out
+
+
+def test_compile_probe_plumbing_with_dynamo_only(tmp_path):
+    """The same script with ``--backend eager`` (dynamo traces the passes, generates no code):
+    the capture, the interleaved timing and the comparison run in seconds on every test run,
+    and a traced-only stack equals eager to rounding."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "compile_probe.py"),
+            "--smoke",
+            "--backend",
+            "eager",
+            "--threads",
+            "1",
+            "--repeats",
+            "1",
+            "--variants",
+            "stack-dyn",
+            "--cache-dir",
+            str(tmp_path / "inductor"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    match = RATIO_LINE.search(done.stdout)
+    assert match is not None, done.stdout[-2000:]
+    assert match["variant"] == "stack-dyn"
+    assert float(match["eager"]) > 0 and float(match["compiled"]) > 0
+    for name in ("states", "grads"):
+        assert float(match[name]) < 1e-5, (name, done.stdout[-2000:])

@@ -30,6 +30,7 @@ COVERED_ELSEWHERE = {
     "benchmarks/update_profile.py": "tests/test_rl_speed.py",
     "benchmarks/side_by_side.py": "tests/test_rl_speed.py",
     "benchmarks/gpu_check.py": "tests/test_gpu_check.py",
+    "benchmarks/compile_probe.py": "tests/test_compile_probe.py",
 }
 TINY_MODEL = "{tiny_model}"  # replaced by the tiny model's directory
 TINY_RUN = "{tiny_run}"  # replaced by a tiny trained run directory
