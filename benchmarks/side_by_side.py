@@ -46,6 +46,7 @@ from _bench_model import (
     QUICKSTART_OVERRIDES,
     TINY_MAX_EPISODE_STEPS,
     TINY_OVERRIDES,
+    resolve_model,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -316,9 +317,6 @@ def main(argv: list[str] | None = None) -> int:
         return worker(args)
     if args.updates < 2:
         parser.error("--updates must be >= 2 (the first segment, then warm updates)")
-
-    sys.path.insert(0, str(HERE))
-    from _bench_model import resolve_model
 
     tiny = tempfile.TemporaryDirectory()
     if args.tiny and not args.model:

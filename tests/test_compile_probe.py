@@ -27,8 +27,8 @@ RATIO_LINE = re.compile(
 )
 
 
-@pytest.mark.slow
-def test_compile_probe_smoke(tmp_path):
+def run_smoke(tmp_path, *options: str) -> str:
+    """``compile_probe.py --smoke`` on one thread with its own inductor cache; its stdout."""
     done = subprocess.run(
         [
             sys.executable,
@@ -36,10 +36,9 @@ def test_compile_probe_smoke(tmp_path):
             "--smoke",
             "--threads",
             "1",
-            "--repeats",
-            "2",
             "--cache-dir",
             str(tmp_path / "inductor"),
+            *options,
         ],
         capture_output=True,
         text=True,
@@ -47,7 +46,12 @@ def test_compile_probe_smoke(tmp_path):
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    out = done.stdout
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_compile_probe_smoke(tmp_path):
+    out = run_smoke(tmp_path, "--repeats", "2")
     assert re.search(r"^eager: [\d.]+ ms per pass", out, re.MULTILINE), out[-2000:]
     if "inductor unavailable:" in out:  # no compiler here: one line says why, eager figures stay
         (line,) = [x for x in out.splitlines() if x.startswith("inductor unavailable:")]
@@ -68,31 +72,10 @@ def test_compile_probe_plumbing_with_dynamo_only(tmp_path):
     """The same script with ``--backend eager`` (dynamo traces the passes, generates no code):
     the capture, the interleaved timing and the comparison run in seconds on every test run,
     and a traced-only stack equals eager to rounding."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "compile_probe.py"),
-            "--smoke",
-            "--backend",
-            "eager",
-            "--threads",
-            "1",
-            "--repeats",
-            "1",
-            "--variants",
-            "stack-dyn",
-            "--cache-dir",
-            str(tmp_path / "inductor"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    match = RATIO_LINE.search(done.stdout)
-    assert match is not None, done.stdout[-2000:]
+    out = run_smoke(tmp_path, "--backend", "eager", "--repeats", "1", "--variants", "stack-dyn")
+    match = RATIO_LINE.search(out)
+    assert match is not None, out[-2000:]
     assert match["variant"] == "stack-dyn"
     assert float(match["eager"]) > 0 and float(match["compiled"]) > 0
     for name in ("states", "grads"):
-        assert float(match[name]) < 1e-5, (name, done.stdout[-2000:])
+        assert float(match[name]) < 1e-5, (name, out[-2000:])
