@@ -57,8 +57,21 @@ no entropy bonus. **Changed here, and why:**
   replay ratio instead, in as many critic steps per update as the PPO agents' CPU preset takes
   (4 epochs × 4 minibatches): 16 steps × 32 = 512 samples per 128 new transitions (~4×; the
   paper's 12,800 per ~2,000 is ~6×; DataSciCoding: 4 × 16 per 16 programs, its 2 × 2 steps), a
-  buffer of 4,096 transitions (32 updates; the paper's holds ~50 iterations) and one warm-up
-  update; the rest is the shared CPU preset (rl/config.py).
+  buffer of 4,096 transitions (32 updates; the paper's holds ~50 iterations), one warm-up
+  update and a critic lr of 1e-4; the rest is the shared CPU preset (rl/config.py).
+* *Critic lr on CPU:* the shared CPU preset's 1e-3 (the PPO agents' value heads) kills this
+  critic. Its targets are ~0 on almost every transition (Tomato Salad pays at a delivery), and
+  bias-free ReLU heads fit 0 fastest by switching units off; a unit off on every input gets no
+  gradient again. Measured on the first Tomato Salad board run (seed 0, 24 updates at 1e-3):
+  Q1 ended with 0 of 256 units alive and Q2 with 4, so ``min(Q1, Q2) − min(V1, V2)`` was a
+  state-only constant (std 0.001) and the actor followed noise (20 sampled episodes: 0.097, the
+  base model 0.179). Fresh heads trained on that run's replay buffer as it grew (16 × 32 samples
+  per update): at 1e-3 a third of the units died in the first update and the advantage
+  correlated at -0.13 with the Monte Carlo return's; at 3e-4 and 1e-4 ~120 of 256 units stayed
+  alive per head and the correlation was 0.41 and 0.42, the within-observation ranking of
+  actions 0.40 and 0.41. 1e-4 is the closer to the paper's 1e-5-2e-5 (which also fine-tuned
+  its RoBERTa encoder). Each update logs ``critic_alive_units`` (the four heads' share of units
+  positive on at least one of the phase's samples) so a dying critic shows in metrics.jsonl.
 
 ``lam``, ``value_coef`` and the value clip are unused. **Exact resume:** the checkpoint holds
 both critics, their optimiser, the buffer with its generator and the pending transitions
@@ -81,6 +94,12 @@ from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord
 from agentbench_poad.rl.config import MINI_SUFFIX, PPOConfig
 from agentbench_poad.rl.critic import TargetCritic, ValueHead
 from agentbench_poad.rl.ppo import PolicyEvaluation, PPOAgent, PPOBatch, make_adamw
+from agentbench_poad.rl.replay import (
+    ReplayBuffer,
+    Transition,
+    pack_transitions,
+    unpack_transitions,
+)
 from agentbench_poad.rl.token_level import step_advantage_batch, token_level_evaluation
 
 __all__ = [
@@ -115,6 +134,7 @@ _MINI: dict[str, dict[str, Any]] = {
         "critic_updates": 16 if family != "datascicoding" else 4,
         "critic_batch_size": 32 if family != "datascicoding" else 16,
         "warmup_updates": 1,
+        "critic_lr": 1e-4,
     }
     for family in _ACTOR_LR
 }
@@ -176,132 +196,6 @@ class ArcherConfig(PPOConfig):
         return super().preset(name, **overrides)
 
 
-# -- replay buffer ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Transition:
-    """One action-level step of the replay buffer."""
-
-    observation: str
-    available_actions: tuple[str, ...] | None
-    """The actions offered at ``observation`` (None: open actions); the V target's support."""
-    action: str
-    action_ids: tuple[int, ...]
-    """The action's tokens as appended after the observation's."""
-    reward: float
-    next_observation: str | None
-    """The observation after the action (where a time limit cut the episode: the one it cut
-    at); None after a terminal state."""
-    done: bool
-    """A terminal state: nothing to bootstrap."""
-
-
-def _pack(items: Sequence[Transition]) -> dict[str, Any]:
-    """Transitions as plain columns (checkpoints are read with ``weights_only=True``); each
-    distinct text is stored once (observations repeat a lot)."""
-    table: dict[str, int] = {}
-
-    def ref(text: str | None) -> int:
-        return -1 if text is None else table.setdefault(text, len(table))
-
-    return {
-        "observation": [ref(t.observation) for t in items],
-        "available_actions": [
-            None if t.available_actions is None else [ref(a) for a in t.available_actions]
-            for t in items
-        ],
-        "action": [ref(t.action) for t in items],
-        "action_ids": [list(t.action_ids) for t in items],
-        "reward": [float(t.reward) for t in items],
-        "next_observation": [ref(t.next_observation) for t in items],
-        "done": [bool(t.done) for t in items],
-        "texts": list(table),
-    }
-
-
-def _unpack(packed: dict[str, Any]) -> list[Transition]:
-    """Inverse of :func:`_pack`."""
-    texts = packed["texts"]
-
-    def text(i: int) -> str | None:
-        return None if i < 0 else texts[i]
-
-    return [
-        Transition(
-            observation=texts[o],
-            available_actions=None if offered is None else tuple(texts[a] for a in offered),
-            action=texts[a],
-            action_ids=tuple(int(x) for x in ids),
-            reward=float(r),
-            next_observation=text(n),
-            done=bool(d),
-        )
-        for o, offered, a, ids, r, n, d in zip(
-            packed["observation"],
-            packed["available_actions"],
-            packed["action"],
-            packed["action_ids"],
-            packed["reward"],
-            packed["next_observation"],
-            packed["done"],
-        )
-    ]
-
-
-class ReplayBuffer:
-    """A ring buffer of :class:`Transition` with seeded uniform sampling (with replacement).
-
-    Args:
-        capacity: transitions kept; the next one overwrites the oldest.
-        seed: seeds the sampling generator (saved and restored with the buffer).
-    """
-
-    def __init__(self, capacity: int, seed: int) -> None:
-        if capacity < 1:
-            raise ValueError(f"ReplayBuffer capacity must be >= 1, got {capacity!r}")
-        self.capacity = int(capacity)
-        self.items: list[Transition] = []
-        self.inserted = 0
-        self.generator = torch.Generator().manual_seed(int(seed))
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def add(self, transition: Transition) -> None:
-        if len(self.items) < self.capacity:
-            self.items.append(transition)
-        else:
-            self.items[self.inserted % self.capacity] = transition
-        self.inserted += 1
-
-    def sample_indices(self, size: int) -> list[int]:
-        """``size`` positions drawn uniformly with replacement."""
-        if not self.items:
-            raise ValueError("cannot sample from an empty replay buffer")
-        drawn = torch.randint(len(self.items), (int(size),), generator=self.generator)
-        return drawn.tolist()
-
-    def sample(self, size: int) -> list[Transition]:
-        return [self.items[i] for i in self.sample_indices(size)]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "capacity": self.capacity,
-            "inserted": self.inserted,
-            "transitions": _pack(self.items),
-            "generator": self.generator.get_state(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if int(state["capacity"]) != self.capacity:
-            raise ValueError(
-                f"the checkpoint's replay buffer holds {state['capacity']} transitions, this "
-                f"run's {self.capacity}: resume with the run's own replay_capacity"
-            )
-        self.items = _unpack(state["transitions"])
-        self.inserted = int(state["inserted"])
-        self.generator.set_state(state["generator"].cpu())
-
-
 # -- critic ----------------------------------------------------------------------------------------
 class ArcherCritic(nn.Module):
     """Twin utterance-level heads: Q1, Q2 on ``[h(s); h(s, a)]`` and V1, V2 on ``h(s)``.
@@ -333,6 +227,23 @@ class ArcherCritic(nn.Module):
     def v(self, state: torch.Tensor) -> torch.Tensor:
         """``(2, B)``: both V heads on state features ``(B, H)``."""
         return torch.stack([self.v1(state), self.v2(state)])
+
+    def alive_fraction(self, batch: dict[str, torch.Tensor]) -> float:
+        """The share of the four heads' hidden units positive on at least one row of ``batch``
+        (its ``states`` and ``pairs``): ~0 means the heads output a constant and ``Q − V``
+        carries no credit (:class:`~agentbench_poad.rl.critic.ValueHead.active_units`)."""
+        joint = torch.cat([batch["states"], batch["pairs"]], dim=-1)
+        counts = [
+            head.active_units(features)
+            for head, features in (
+                (self.q1, joint),
+                (self.q2, joint),
+                (self.v1, batch["states"]),
+                (self.v2, batch["states"]),
+            )
+        ]
+        total = sum(t for _, t in counts)
+        return sum(a for a, _ in counts) / total if total else 1.0
 
 
 def critic_targets(
@@ -525,7 +436,13 @@ class Archer(PPOAgent):
             self.target_critic.update()
             losses.append(float(loss.detach()) / 4.0)  # the mean of the four heads' MSEs
             norms.append(float(norm))
-        return {"value_loss": float(np.mean(losses)), "critic_grad_norm": float(np.mean(norms))}
+        return {
+            "value_loss": float(np.mean(losses)),
+            "critic_grad_norm": float(np.mean(norms)),
+            "critic_alive_units": self.utterance_critic.alive_fraction(
+                tables.batch([t for draw in draws for t in draw])
+            ),
+        }
 
     # -- features -------------------------------------------------------------------------------
     @torch.no_grad()
@@ -577,7 +494,7 @@ class Archer(PPOAgent):
                 "critic_optimizer": self.utterance_optimizer.state_dict(),
                 "replay": self.replay.state_dict(),
                 "pending_envs": envs,
-                "pending": _pack([self.pending[e] for e in envs]),
+                "pending": pack_transitions([self.pending[e] for e in envs]),
                 "updates_seen": self.updates_seen,
             },
         }
@@ -589,7 +506,7 @@ class Archer(PPOAgent):
         self.target_critic.target.load_state_dict(own["target_critic"])
         self.utterance_optimizer.load_state_dict(own["critic_optimizer"])
         self.replay.load_state_dict(own["replay"])
-        self.pending = dict(zip(own["pending_envs"], _unpack(own["pending"])))
+        self.pending = dict(zip(own["pending_envs"], unpack_transitions(own["pending"])))
         self.updates_seen = int(own["updates_seen"])
         self._hold_actor_in_warmup()
 

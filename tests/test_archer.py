@@ -26,6 +26,7 @@ from agentbench_poad.baselines.archer import (  # noqa: E402
     critic_targets,
 )
 from agentbench_poad.rl.buffer import RolloutBuffer, StepRecord  # noqa: E402
+from agentbench_poad.rl.config import MINI_PRESETS  # noqa: E402
 from agentbench_poad.rl.policy import ActionSample  # noqa: E402
 from agentbench_poad.rl.run_dir import RunDirectory  # noqa: E402
 from agentbench_poad.rl.trainer import TIMING_KEYS, build_policy, latest_checkpoint, train  # noqa: E402
@@ -245,6 +246,8 @@ def test_presets_say_where_their_values_come_from():
     mini = ArcherConfig.preset("overcooked-mini")
     assert (mini.critic_updates, mini.critic_batch_size, mini.replay_capacity) == (16, 32, 4096)
     assert mini.lr == 5e-4 and mini.tau == 0.1  # the shared CPU preset; the paper's tau
+    # its own critic lr: the shared 1e-3 switched off every unit of a Q head (module docstring)
+    assert mini.critic_lr == 1e-4 < MINI_PRESETS["overcooked"]["critic_lr"]
     assert ArcherConfig.preset("datascicoding-mini").critic_batch_size == 16
     for bad in ({"tau": 0.0}, {"replay_capacity": 0}, {"critic_updates": -1}):
         with pytest.raises(ValueError):
@@ -298,6 +301,7 @@ def test_trains_and_resumes_exactly(tiny_model, tmp_path, monkeypatch):
     assert rows[0]["policy_steps_taken"] == 0  # the warm-up update holds the actor
     assert any(r["policy_steps_taken"] > 0 for r in rows[1:])
     assert all(r["value_loss"] is not None and r["critic_grad_norm"] > 0 for r in rows)
+    assert all(0.0 < r["critic_alive_units"] <= 1.0 for r in rows)
     saved = archer_state(full)
     assert len(saved["replay"]["transitions"]["reward"]) == 8  # the buffer filled and wrapped
     assert saved["replay"]["inserted"] > 8

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
@@ -120,3 +122,33 @@ def test_target_critic_polyak_update():
         assert torch.equal(t, o)
     with pytest.raises(ValueError, match="tau"):
         TargetCritic(online, tau=0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 12),  # rows
+    st.integers(1, 9),  # input width
+    st.lists(st.integers(1, 7), min_size=0, max_size=2),  # hidden widths
+    st.integers(0, 2**31 - 1),
+    st.floats(-3.0, 3.0),  # shift: from most units on to most units off
+)
+def test_active_units_match_a_plain_loop(rows, width, hidden, seed, shift):
+    """A unit counts as alive when its pre-activation is > 0 on at least one row."""
+    head = ValueHead(width, hidden, generator=torch.Generator().manual_seed(seed))
+    features = torch.randn(rows, width, generator=torch.Generator().manual_seed(seed + 1))
+    with torch.no_grad():
+        head.net[0].weight.sub_(shift / width)
+    alive, total = head.active_units(features)
+    if not hidden:
+        assert (alive, total) == (0, 0)
+        return
+    weight = head.net[0].weight.tolist()
+    expected = 0
+    for unit in range(hidden[0]):
+        on = False
+        for row in features.tolist():
+            pre = sum(w * x for w, x in zip(weight[unit], row))
+            on = on or pre > 0
+        expected += on
+    assert total == hidden[0]
+    assert alive == expected

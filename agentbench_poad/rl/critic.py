@@ -65,6 +65,18 @@ class ValueHead(nn.Module):
         """Values of shape ``features.shape[:-1]`` (the last axis is consumed)."""
         return self.net(features.float()).squeeze(-1)
 
+    @torch.no_grad()
+    def active_units(self, features: torch.Tensor) -> tuple[int, int]:
+        """``(alive, total)`` of the first hidden layer: units positive on at least one row.
+
+        A bias-free ReLU unit that is zero on every input gets no gradient and never comes back;
+        a head whose units all die outputs 0 everywhere. ``features``: ``(B, H)``.
+        """
+        if len(self.net) < 2:  # no hidden layer: nothing can die
+            return 0, 0
+        hidden = self.net[1](self.net[0](features.float()))
+        return int((hidden > 0).any(dim=0).sum()), int(hidden.shape[-1])
+
 
 class _HeadCritic(nn.Module):
     """A :class:`ValueHead` on frozen LM features; subclasses choose which positions it reads.
