@@ -63,14 +63,14 @@ no entropy bonus. **Changed here, and why:**
   critic. Its targets are ~0 on almost every transition (Tomato Salad pays at a delivery), and
   bias-free ReLU heads fit 0 fastest by switching units off; a unit off on every input gets no
   gradient again. Measured on the first Tomato Salad board run (seed 0, 24 updates at 1e-3):
-  Q1 ended with 0 of 256 units alive and Q2 with 4, so ``min(Q1, Q2) − min(V1, V2)`` was a
-  state-only constant (std 0.001) and the actor followed noise (20 sampled episodes: 0.097, the
-  base model 0.179). Fresh heads trained on that run's replay buffer as it grew (16 × 32 samples
-  per update): at 1e-3 a third of the units died in the first update and the advantage
-  correlated at -0.13 with the Monte Carlo return's; at 3e-4 and 1e-4 ~120 of 256 units stayed
-  alive per head and the correlation was 0.41 and 0.42, the within-observation ranking of
-  actions 0.40 and 0.41. 1e-4 is the closer to the paper's 1e-5-2e-5 (which also fine-tuned
-  its RoBERTa encoder). Each update logs ``critic_alive_units`` (the four heads' share of units
+  Q1 ended with 0 of 256 units alive and Q2 with 6, so ``min(Q1, Q2) − min(V1, V2)`` was close
+  to a state-only constant (std 0.0015) and the actor followed noise (20 sampled episodes:
+  0.097, the base model 0.179). Fresh heads trained on that run's replay buffer as it grew (16 ×
+  32 samples per update; studies/archer_critic_probe.py): at 1e-3 the units died again and the
+  advantage correlated at -0.17 with the Monte Carlo return's; at 3e-4 and 1e-4 ~80-125 of 256
+  units stayed alive per head and the correlation was 0.41 and 0.43, the within-observation
+  ranking of actions 0.40 and 0.42. 1e-4 is the closer to the paper's 1e-5-2e-5 (which also
+  fine-tuned its RoBERTa encoder). Each update logs ``critic_alive_units`` (the four heads' share of units
   positive on at least one of the phase's samples) so a dying critic shows in metrics.jsonl.
 
 ``lam``, ``value_coef`` and the value clip are unused. **Exact resume:** the checkpoint holds

@@ -32,15 +32,18 @@ def small_overrides(**changes):
     return values
 
 
-def train_tiny_poad_run(model_dir: Path, out: Path, *, seed: int = 0) -> Path:
-    """Train the smallest POAD run the CLI makes (2 env steps, one update) into ``out``.
+def train_tiny_poad_run(
+    model_dir: Path, out: Path, *, seed: int = 0, agent: str = "poad", steps: int = 2
+) -> Path:
+    """Train the smallest run the CLI makes (2 env steps, one update) into ``out``.
 
-    For tests of the scripts that read trained run directories.
+    For tests of the scripts that read trained run directories (``agent``: another algorithm's
+    tiny run, ``steps``: more updates of 2 steps).
     """
     from agentbench_poad.cli import main
 
-    argv = ["train", "--agent", "poad", "--env", "Overcooked-TomatoSalad-v0"]
-    argv += ["--model", str(model_dir), "--total-steps", "2", "--out", str(out)]
+    argv = ["train", "--agent", agent, "--env", "Overcooked-TomatoSalad-v0"]
+    argv += ["--model", str(model_dir), "--total-steps", str(steps), "--out", str(out)]
     argv += ["--seed", str(seed), "--no-progress"]
     overrides = {
         "num_envs": 1,

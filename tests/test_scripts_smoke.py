@@ -34,6 +34,7 @@ COVERED_ELSEWHERE = {
 }
 TINY_MODEL = "{tiny_model}"  # replaced by the tiny model's directory
 TINY_RUN = "{tiny_run}"  # replaced by a tiny trained run directory
+TINY_ARCHER_RUN = "{tiny_archer_run}"  # replaced by a tiny ArCHer run (critics and buffer kept)
 
 #: script -> (arguments, text its output must contain)
 SCRIPTS: dict[str, tuple[list[str], str]] = {
@@ -73,6 +74,10 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     "studies/dsc_dataset_spread.py": (["--smoke", "--markdown"], "| dataset |"),
     "studies/language_probe.py": ([TINY_RUN, "--window", "256"], "ppl"),
     "studies/update_stats.py": ([TINY_RUN], "run | updates zero/reward"),
+    "studies/archer_critic_probe.py": (
+        [TINY_ARCHER_RUN, "--lr", "1e-3", "--samples-per-update", "4"],
+        "| fresh, lr 0.001 |",
+    ),
     # an ablation folder with no finished run yet (the working directory): the table's head
     "studies/reward_free_ablation.py": (["."], "decision: not yet"),
 }
@@ -100,6 +105,13 @@ def tiny_run(tmp_path_factory, tiny_model_dir) -> Path:  # noqa: F811
     return train_tiny_poad_run(tiny_model_dir, tmp_path_factory.mktemp("smoke-run") / "poad")
 
 
+@pytest.fixture(scope="module")
+def tiny_archer_run(tmp_path_factory, tiny_model_dir) -> Path:  # noqa: F811
+    """A tiny ArCHer run (3 updates of 2 steps) whose checkpoint keeps critics and buffer."""
+    out = tmp_path_factory.mktemp("smoke-run") / "archer"
+    return train_tiny_poad_run(tiny_model_dir, out, agent="archer", steps=6)
+
+
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_script_smoke_run(script, request, tmp_path):
     args, expected = SCRIPTS[script]
@@ -108,9 +120,10 @@ def test_script_smoke_run(script, request, tmp_path):
     if TINY_MODEL in args:
         model = request.getfixturevalue("tiny_model_dir")
         args = [str(model) if a == TINY_MODEL else a for a in args]
-    if TINY_RUN in args:
-        run = request.getfixturevalue("tiny_run")
-        args = [str(run) if a == TINY_RUN else a for a in args]
+    for placeholder, fixture in ((TINY_RUN, "tiny_run"), (TINY_ARCHER_RUN, "tiny_archer_run")):
+        if placeholder in args:
+            run = request.getfixturevalue(fixture)
+            args = [str(run) if a == placeholder else a for a in args]
     done = subprocess.run(
         [sys.executable, str(ROOT / script), *args],
         cwd=tmp_path,  # a script that writes into its working directory writes here
