@@ -159,6 +159,11 @@ class ArcherConfig(PPOConfig):
     50 per iteration."""
     critic_batch_size: int = 256
     """Transitions per critic step (drawn with replacement); the paper's 8 × 32 accumulation."""
+    critic_passes: int = 1
+    """Passes over an update's ``critic_updates`` minibatches (each step followed by the target
+    update): ``critic_passes × critic_updates`` TD steps on the features computed once. The
+    paper's 1; more passes propagate a reward further back per update at almost no cost (the
+    frozen features of the drawn transitions, not the heads' steps, are an update's price)."""
     warmup_updates: int = 0
     """The first updates train the critic only (the actor is held); the paper's 10-20."""
 
@@ -175,7 +180,7 @@ class ArcherConfig(PPOConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("replay_capacity", "critic_batch_size"):
+        for name in ("replay_capacity", "critic_batch_size", "critic_passes"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
@@ -389,8 +394,9 @@ class Archer(PPOAgent):
                 self.replay.add(_transition(record, following))
 
     def train_critic(self) -> dict[str, float]:
-        """``critic_updates`` TD steps on minibatches of the replay buffer, each followed by the
-        target network's Polyak update; returns the mean loss and pre-clip grad norm."""
+        """``critic_updates`` TD steps on minibatches of the replay buffer (``critic_passes``
+        times over the same minibatches), each followed by the target network's Polyak update;
+        returns the mean loss and pre-clip grad norm."""
         config = self._actor_config
         if not len(self.replay) or not config.critic_updates:
             return {}
@@ -401,7 +407,7 @@ class Archer(PPOAgent):
         tables = _FeatureTables(self, [t for draw in draws for t in draw])
         losses, norms = [], []
         parameters = list(self.utterance_critic.parameters())
-        for draw in draws:
+        for draw in [draw for _ in range(config.critic_passes) for draw in draws]:
             batch = tables.batch(draw)
             with torch.no_grad():
                 next_values = self.target_critic.target.v(batch["next_states"])

@@ -239,6 +239,32 @@ def test_critic_reaches_the_td_fixed_point_of_a_one_step_task(policy):
     torch.testing.assert_close(v, torch.full((2, 1), target_v), atol=0.05, rtol=0)
 
 
+def test_critic_passes_repeat_the_phase_minibatches(policy):
+    """``critic_passes`` replays the same drawn minibatches: the buffer's generator advances as
+    for one pass, the optimiser takes passes × critic_updates steps."""
+    offered = ("close the microwave", "open the microwave")
+    scene = "The pancake is inside, the microwave is open."
+    agents = {}
+    for passes in (1, 3):
+        overrides = {**SMALL, "critic_updates": 2, "critic_batch_size": 4}
+        agent = Archer(ArcherConfig.preset(None, critic_passes=passes, **overrides), policy, seed=0)
+        for action in offered:
+            ids = tuple(policy.encode_action(scene, action))
+            agent.replay.add(Transition(scene, offered, action, ids, 1.0, None, True))
+        agent.train_critic()
+        agents[passes] = agent
+    steps = {
+        p: [int(s["step"]) for s in a.utterance_optimizer.state_dict()["state"].values()]
+        for p, a in agents.items()
+    }
+    assert set(steps[1]) == {2} and set(steps[3]) == {6}
+    assert torch.equal(
+        agents[1].replay.generator.get_state(), agents[3].replay.generator.get_state()
+    )
+    with pytest.raises(ValueError, match="critic_passes"):
+        ArcherConfig(critic_passes=0)
+
+
 def test_presets_say_where_their_values_come_from():
     paper = ArcherConfig.preset("overcooked")
     assert (paper.tau, paper.replay_capacity, paper.critic_updates) == (0.1, 100_000, 50)
