@@ -271,6 +271,7 @@ def test_presets_say_where_their_values_come_from():
     assert paper.critic_batch_size == 256 and paper.warmup_updates == 20
     mini = ArcherConfig.preset("overcooked-mini")
     assert (mini.critic_updates, mini.critic_batch_size, mini.replay_capacity) == (16, 32, 4096)
+    assert (mini.critic_passes, mini.warmup_updates) == (4, 4) and paper.critic_passes == 1
     assert mini.lr == 5e-4 and mini.tau == 0.1  # the shared CPU preset; the paper's tau
     # its own critic lr: the shared 1e-3 switched off every unit of a Q head (module docstring)
     assert mini.critic_lr == 1e-4 < MINI_PRESETS["overcooked"]["critic_lr"]
