@@ -34,9 +34,15 @@ from tests.fixtures_rl import small_overrides  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "CaseStudy-Microwave-v0"  # 5-step episodes: terminal successes and time-limit cuts
-#: Small enough to overwrite the buffer within the run, one warm-up update, a fast target.
+#: Small enough to overwrite the buffer within the run, one warm-up update, a fast target, two
+#: critic passes (resume must hold with them).
 SMALL = small_overrides(
-    critic_updates=3, critic_batch_size=4, replay_capacity=8, warmup_updates=1, tau=0.5
+    critic_updates=3,
+    critic_batch_size=4,
+    critic_passes=2,
+    replay_capacity=8,
+    warmup_updates=1,
+    tau=0.5,
 )
 
 
@@ -246,8 +252,8 @@ def test_critic_passes_repeat_the_phase_minibatches(policy):
     scene = "The pancake is inside, the microwave is open."
     agents = {}
     for passes in (1, 3):
-        overrides = {**SMALL, "critic_updates": 2, "critic_batch_size": 4}
-        agent = Archer(ArcherConfig.preset(None, critic_passes=passes, **overrides), policy, seed=0)
+        overrides = {**SMALL, "critic_updates": 2, "critic_batch_size": 4, "critic_passes": passes}
+        agent = Archer(ArcherConfig.preset(None, **overrides), policy, seed=0)
         for action in offered:
             ids = tuple(policy.encode_action(scene, action))
             agent.replay.add(Transition(scene, offered, action, ids, 1.0, None, True))
