@@ -79,8 +79,9 @@ no entropy bonus. **Changed here, and why:**
   advantage correlated at -0.17 with the Monte Carlo return's; at 3e-4 and 1e-4 ~80-125 of 256
   units stayed alive per head and the correlation was 0.41 and 0.43, the within-observation
   ranking of actions 0.40 and 0.42. 1e-4 is the closer to the paper's 1e-5-2e-5 (which also
-  fine-tuned its RoBERTa encoder). Each update logs ``critic_alive_units`` (the four heads' share of units
-  positive on at least one of the phase's samples) so a dying critic shows in metrics.jsonl.
+  fine-tuned its RoBERTa encoder). Each update logs ``critic_alive_units`` (the four heads'
+  share of units positive on at least one of the phase's samples), so a dying critic shows in
+  metrics.jsonl.
 
 ``lam``, ``value_coef`` and the value clip are unused. **Exact resume:** the checkpoint holds
 both critics, their optimiser, the buffer with its generator and the pending transitions

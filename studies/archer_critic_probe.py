@@ -1,4 +1,4 @@
-"""Does an ArCHer run's critic still give credit? Its units alive, and its advantage against returns.
+"""Does an ArCHer run's critic still give credit? Units alive; its advantage against returns.
 
 ArCHer's actor follows ``A = min(Q1, Q2)(s, a) − min(V1, V2)(s)`` from an off-policy TD critic
 (baselines/archer.py). Its heads are bias-free ReLU MLPs; a unit that is off on every input gets
@@ -8,11 +8,11 @@ This script reads a run's checkpoint (policy adapter, critics and replay buffer;
 must still be there) and reports, on the transitions of its replay buffer:
 
 * per head, the hidden units positive on at least one transition (of the head's width);
-* ``corr(Q − V, G − V)``: the advantage against the discounted Monte Carlo return ``G`` minus the
-  same ``V``, over the transitions whose episode ended (terminally) inside the buffer. Episodes
-  are re-linked by matching each transition's next observation with a later transition's
-  observation a few rows on (the buffer stores steps time-major, env-minor), so two envs in the
-  same text at the same step can swap: an approximation, fine for a diagnostic;
+* ``corr(Q − V, G − V)``: the advantage against the discounted Monte Carlo return ``G``
+  minus the same ``V``, over the transitions whose episode ended (terminally) inside the
+  buffer. Episodes are re-linked by matching each transition's next observation with a later
+  transition's observation a few rows on (the buffer stores steps time-major, env-minor), so two
+  envs in the same text at the same step can swap: an approximation, fine for a diagnostic;
 * the within-observation correlation: both centred per observation text, so only the ranking of
   actions at one state counts (what the actor uses).
 
