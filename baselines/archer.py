@@ -119,6 +119,7 @@ __all__ = [
     "ReplayBuffer",
     "Transition",
     "critic_targets",
+    "td_step",
 ]
 
 #: ArCHer's own values at paper scale (see the module docstring for their sources).
@@ -296,6 +297,46 @@ def critic_targets(
     return q_targets, v_targets
 
 
+def td_step(
+    critic: ArcherCritic,
+    target: TargetCritic,
+    optimizer: torch.optim.Optimizer,
+    batch: dict[str, torch.Tensor],
+    *,
+    gamma: float,
+    max_grad_norm: float,
+) -> tuple[float, float]:
+    """One critic step on a minibatch (:meth:`_FeatureTables.batch`): the four heads' summed MSE
+    against :func:`critic_targets` from ``target``, a grad-norm clip, the optimiser step and the
+    target's Polyak update. Returns the loss and the pre-clip grad norm."""
+    with torch.no_grad():
+        q_targets, v_targets = critic_targets(
+            batch["rewards"],
+            batch["dones"],
+            target.target.v(batch["next_states"]),
+            target.target.q(batch["candidate_states"], batch["candidate_pairs"]),
+            batch["candidate_probs"],
+            batch["candidate_owner"],
+            gamma,
+        )
+    q = critic.q(batch["states"], batch["pairs"])
+    v = critic.v(batch["states"])
+    loss = ((q - q_targets) ** 2).mean(dim=1).sum() + ((v - v_targets) ** 2).mean(dim=1).sum()
+    if not torch.isfinite(loss):
+        from agentbench_poad.rl.ppo import NonFiniteLossError
+
+        raise NonFiniteLossError(
+            f"non-finite ArCHer critic loss {float(loss)}: lower critic_lr, or resume from the "
+            "last checkpoint"
+        )
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(list(critic.parameters()), max_grad_norm)
+    optimizer.step()
+    target.update()
+    return float(loss.detach()), float(norm)
+
+
 # -- the agent -------------------------------------------------------------------------------------
 class Archer(PPOAgent):
     """Off-policy utterance-level critic (Q, V, target network), token-level PPO actor."""
@@ -417,42 +458,17 @@ class Archer(PPOAgent):
         ]
         tables = _FeatureTables(self, [t for draw in draws for t in draw])
         losses, norms = [], []
-        parameters = list(self.utterance_critic.parameters())
         for draw in [draw for _ in range(config.critic_passes) for draw in draws]:
-            batch = tables.batch(draw)
-            with torch.no_grad():
-                next_values = self.target_critic.target.v(batch["next_states"])
-                candidate_q = self.target_critic.target.q(
-                    batch["candidate_states"], batch["candidate_pairs"]
-                )
-                q_targets, v_targets = critic_targets(
-                    batch["rewards"],
-                    batch["dones"],
-                    next_values,
-                    candidate_q,
-                    batch["candidate_probs"],
-                    batch["candidate_owner"],
-                    config.gamma,
-                )
-            q = self.utterance_critic.q(batch["states"], batch["pairs"])
-            v = self.utterance_critic.v(batch["states"])
-            loss = ((q - q_targets) ** 2).mean(dim=1).sum() + ((v - v_targets) ** 2).mean(
-                dim=1
-            ).sum()
-            if not torch.isfinite(loss):
-                from agentbench_poad.rl.ppo import NonFiniteLossError
-
-                raise NonFiniteLossError(
-                    f"non-finite ArCHer critic loss {float(loss)}: lower critic_lr, or resume "
-                    "from the last checkpoint"
-                )
-            self.utterance_optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
-            self.utterance_optimizer.step()
-            self.target_critic.update()
-            losses.append(float(loss.detach()) / 4.0)  # the mean of the four heads' MSEs
-            norms.append(float(norm))
+            loss, norm = td_step(
+                self.utterance_critic,
+                self.target_critic,
+                self.utterance_optimizer,
+                tables.batch(draw),
+                gamma=config.gamma,
+                max_grad_norm=config.max_grad_norm,
+            )
+            losses.append(loss / 4.0)  # the mean of the four heads' MSEs
+            norms.append(norm)
         return {
             "value_loss": float(np.mean(losses)),
             "critic_grad_norm": float(np.mean(norms)),

@@ -136,7 +136,7 @@ def fresh_critic(agent, config, tables, items, lr: float, samples: int, seed: in
     rollout_length`` new transitions, ``samples`` draws in ``config.critic_updates`` steps."""
     import torch
 
-    from agentbench_poad.baselines.archer import ArcherCritic, critic_targets
+    from agentbench_poad.baselines.archer import ArcherCritic, td_step
     from agentbench_poad.rl.critic import TargetCritic
     from agentbench_poad.rl.ppo import make_adamw
 
@@ -147,7 +147,6 @@ def fresh_critic(agent, config, tables, items, lr: float, samples: int, seed: in
     )
     target = TargetCritic(critic, tau=config.tau)
     optimizer = make_adamw(list(critic.parameters()), lr)
-    parameters = list(critic.parameters())
     rng = np.random.default_rng(seed)
     per_update = config.num_envs * config.rollout_length
     steps = max(1, config.critic_updates)
@@ -155,24 +154,14 @@ def fresh_critic(agent, config, tables, items, lr: float, samples: int, seed: in
     for upto in range(per_update, len(items) + per_update, per_update):
         for _ in range(steps):
             draw = [items[i] for i in rng.integers(0, min(upto, len(items)), batch)]
-            b = tables.batch(draw)
-            with torch.no_grad():
-                q_targets, v_targets = critic_targets(
-                    b["rewards"],
-                    b["dones"],
-                    target.target.v(b["next_states"]),
-                    target.target.q(b["candidate_states"], b["candidate_pairs"]),
-                    b["candidate_probs"],
-                    b["candidate_owner"],
-                    config.gamma,
-                )
-            loss = ((critic.q(b["states"], b["pairs"]) - q_targets) ** 2).mean(dim=1).sum()
-            loss = loss + ((critic.v(b["states"]) - v_targets) ** 2).mean(dim=1).sum()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
-            optimizer.step()
-            target.update()
+            td_step(
+                critic,
+                target,
+                optimizer,
+                tables.batch(draw),
+                gamma=config.gamma,
+                max_grad_norm=config.max_grad_norm,
+            )
     return critic
 
 
