@@ -148,3 +148,30 @@ def tiny_word_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     words = sorted({w for actions in ACTIONS_BY_STAGE.values() for a in actions for w in a.split()})
     path = init_tiny_model(tmp_path_factory.mktemp("word_model") / "tiny", hidden_size=32)
     return add_word_tokens(path, words)
+
+
+def play_rollout(agent, env_id: str, *, num_envs: int = 2, steps: int = 3, seed: int = 0):
+    """``steps`` rollout steps of ``agent`` on ``num_envs`` fresh envs (reset seeds 0, 1, ...),
+    sampling from a generator seeded with ``seed``; a finished episode stops where it ended.
+
+    Returns ``(buffer, observations)``: the filled RolloutBuffer (no advantages yet) and each
+    env's last observation, for ``agent.bootstrap_values``.
+    """
+    import gymnasium as gym
+    import torch
+
+    from agentbench_poad.rl.buffer import RolloutBuffer
+
+    envs = [gym.make(env_id) for _ in range(num_envs)]
+    observations, infos = map(list, zip(*(e.reset(seed=i) for i, e in enumerate(envs))))
+    generator = torch.Generator().manual_seed(seed)
+    buffer = RolloutBuffer(num_envs=num_envs)
+    for _ in range(steps):
+        records = agent.collect(observations, [i["available_actions"] for i in infos], generator)
+        for k, record in enumerate(records):
+            observations[k], reward, terminated, truncated, infos[k] = envs[k].step(
+                record.sample.text
+            )
+            record.reward, record.terminated = float(reward), bool(terminated or truncated)
+        buffer.add(records)
+    return buffer, observations

@@ -17,7 +17,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-import gymnasium as gym  # noqa: E402
 
 from agentbench_poad.baselines import get_algorithm  # noqa: E402
 from agentbench_poad.baselines.poad import POAD, POADConfig  # noqa: E402
@@ -27,7 +26,7 @@ from agentbench_poad.rl.buffer import RolloutBuffer  # noqa: E402
 from agentbench_poad.rl.config import PPOConfig  # noqa: E402
 from agentbench_poad.rl.policy import LMPolicy  # noqa: E402
 from agentbench_poad.rl.trainer import build_policy, latest_checkpoint, train  # noqa: E402
-from tests.fixtures_rl import small_overrides, tiny_model  # noqa: E402,F401
+from tests.fixtures_rl import play_rollout, small_overrides, tiny_model  # noqa: E402,F401
 
 OVERCOOKED = "Overcooked-TomatoSalad-v0"
 
@@ -60,18 +59,7 @@ def _agent(model_dir, **options) -> POAD:
 
 
 def _rollout(agent: POAD) -> RolloutBuffer:
-    envs = [gym.make(OVERCOOKED) for _ in range(2)]
-    observations, infos = map(list, zip(*(e.reset(seed=i) for i, e in enumerate(envs))))
-    generator = torch.Generator().manual_seed(0)
-    buffer = RolloutBuffer(num_envs=2)
-    for _ in range(3):
-        records = agent.collect(observations, [i["available_actions"] for i in infos], generator)
-        for k, record in enumerate(records):
-            observations[k], reward, terminated, truncated, infos[k] = envs[k].step(
-                record.sample.text
-            )
-            record.reward, record.terminated = float(reward), bool(terminated or truncated)
-        buffer.add(records)
+    buffer, observations = play_rollout(agent, OVERCOOKED)
     buffer.next_values = agent.bootstrap_values(observations)
     agent.compute_advantages(buffer)
     return buffer

@@ -29,7 +29,7 @@ from agentbench_poad.rl.ppo import (  # noqa: E402
     normalize_advantages,
     policy_chunks,
 )
-from tests.fixtures_rl import tiny_model_dir  # noqa: E402,F401
+from tests.fixtures_rl import play_rollout, tiny_model_dir  # noqa: E402,F401
 from tests.test_rl_ppo import TinyPolicy, make_batch  # noqa: E402
 
 WORDS = ["pick", "up", "the", "tomato", "chop", "serve", "dish", "bowl", "walk", "to", "board"]
@@ -429,24 +429,9 @@ def _poad_pair(model_dir, **speed):
 
 
 def test_poad_update_with_cached_states_and_sorted_chunks_equals_the_plain_update(deep_model_dir):
-    import gymnasium as gym
-
-    from agentbench_poad.rl.buffer import RolloutBuffer
-
     plain, fast = _poad_pair(deep_model_dir, max_chunk_tokens=64)
     plain.policy.reuse_lower_layers = False
-    envs = [gym.make("Overcooked-TomatoSalad-v0") for _ in range(2)]
-    observations, infos = map(list, zip(*(e.reset(seed=i) for i, e in enumerate(envs))))
-    generator = torch.Generator().manual_seed(0)
-    buffer = RolloutBuffer(num_envs=2)
-    for _ in range(3):
-        records = fast.collect(observations, [i["available_actions"] for i in infos], generator)
-        for k, record in enumerate(records):
-            observations[k], reward, terminated, truncated, infos[k] = envs[k].step(
-                record.sample.text
-            )
-            record.reward, record.terminated = float(reward), bool(terminated or truncated)
-        buffer.add(records)
+    buffer, observations = play_rollout(fast, "Overcooked-TomatoSalad-v0")
     assert fast.policy._tree_cache  # the rollout left its trees' lower-layer states behind
     buffer.next_values = fast.bootstrap_values(observations)
     fast.compute_advantages(buffer)
