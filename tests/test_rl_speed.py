@@ -536,11 +536,13 @@ def test_profile_and_side_by_side_run(tiny_model_dir, script, args, expected):  
 def test_phase_clock_charges_each_second_to_the_innermost_open_phase(monkeypatch):
     """update_profile.py's clock: nested phases take their own time from the outer one; a
     sealed phase keeps what runs inside it; time outside every phase is "rest"."""
-    import sys
+    import importlib
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import update_profile
+    # the script imports its sibling _bench_model as a script does: its folder on the path, for
+    # this test only (monkeypatch restores sys.path)
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    update_profile = importlib.import_module("update_profile")
 
     now = [0.0]
     monkeypatch.setattr(update_profile.time, "perf_counter", lambda: now[0])
