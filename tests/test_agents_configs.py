@@ -189,3 +189,30 @@ def test_ntpo_gamma_w_defaults_to_gamma_and_can_be_set_for_the_ablation():
     assert NTPOConfig.coerce_overrides({"intra_gamma": "0.95"}) == {"intra_gamma": 0.95}
     with pytest.raises(ValueError, match="intra_gamma"):
         NTPOConfig(intra_gamma=1.5)
+
+
+def test_ppo_settings_defaults_agree_with_the_config_they_are_filled_from():
+    """``PPOSettings`` repeats a subset of ``PPOConfig``'s fields with their own defaults.
+
+    Code that builds a ``PPOSettings`` directly (tests, benchmarks, the critic probe) must get
+    the same update as an agent built from a default config, so a default changed in one place
+    (the reward-free rule, the clip, the KL guard) has to change in the other.
+    """
+    import dataclasses
+
+    from agentbench_poad.rl.config import PPOConfig
+    from agentbench_poad.rl.ppo_loop import PPOSettings
+
+    config_defaults = {field.name: field.default for field in dataclasses.fields(PPOConfig)}
+    settings_fields = dataclasses.fields(PPOSettings)
+    assert settings_fields, "PPOSettings has no fields"
+    missing = [field.name for field in settings_fields if field.name not in config_defaults]
+    assert missing == [], f"PPOSettings fields that PPOConfig lacks: {missing}"
+    disagree = {
+        field.name: (field.default, config_defaults[field.name])
+        for field in settings_fields
+        if field.default != config_defaults[field.name]
+    }
+    assert disagree == {}, f"(PPOSettings, PPOConfig) defaults differ: {disagree}"
+    # and a default config's settings are exactly the default settings
+    assert PPOConfig().ppo_settings() == PPOSettings()
