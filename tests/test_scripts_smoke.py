@@ -80,6 +80,8 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     ),
     # an ablation folder with no finished run yet (the working directory): the table's head
     "studies/reward_free_ablation.py": (["."], "decision: not yet"),
+    # a pilot folder with no run yet: every task says what it waits for
+    "studies/budget_pilot.py": (["."], "run --group tomato-lettuce-1x next"),
 }
 
 
