@@ -40,6 +40,49 @@ def test_guard_and_update_rule_labels(trained_record, training, expected):
         assert (word in label) == (word in expected)
 
 
+@pytest.mark.parametrize(
+    "safeguards, named",
+    [
+        (
+            {"skip_signal_free": True, "normalize_over": "minibatch", "advantage_std_floor": 0.0},
+            "skip",
+        ),
+        (
+            {"skip_signal_free": False, "normalize_over": "batch", "advantage_std_floor": 0.1},
+            "keep",
+        ),
+        (
+            {
+                "skip_signal_free": False,
+                "normalize_over": "batch",
+                "advantage_std_floor": 0.1,
+                "signal_free_entropy": False,
+            },
+            "keep-noent",
+        ),
+        ({"skip_signal_free": False, "normalize_over": "minibatch"}, None),  # no named rule
+        (None, None),  # a record made before the safeguard fields
+    ],
+)
+def test_a_non_default_rule_is_named_where_it_is_one_of_the_reward_free_rules(
+    trained_record, safeguards, named
+):
+    record = copy.deepcopy(trained_record)
+    record["training"] = {
+        **(record.get("training") or {}),
+        "safeguards": safeguards,
+        "safeguards_default": False,
+    }
+    label = agent_label(record)
+    assert "[non-default update rule]" in label
+    assert ("[reward-free: " in label) == (named is not None)
+    if named is not None:
+        assert f"[reward-free: {named}]" in label
+    # a default rule is never named: the label stays as it was
+    record["training"]["safeguards_default"] = True
+    assert "[reward-free:" not in agent_label(record)
+
+
 # -- whose defaults: the algorithm's own, not PPO's shared config --------------------------------
 GROUP_SOURCE = {"spec": "agentbench_poad.baselines.grpo:GRPO"}
 POAD_SOURCE = {"spec": "agentbench_poad.baselines.poad:POAD"}

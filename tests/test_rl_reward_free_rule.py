@@ -205,3 +205,46 @@ def test_entropy_is_kept_on_updates_with_a_reward_signal_under_rule_c():
         _run(policy, batch, settings_, signal_free_batch=signal_free_batch)
         results.append(policy.logits.detach().clone())
     assert not torch.equal(results[0], results[1])
+
+
+# -- the rules by name: what a run's config or a record's safeguards say it followed -------------
+_FIELDS = {
+    "skip_signal_free": st.booleans(),
+    "normalize_over": st.sampled_from(["batch", "minibatch"]),
+    "advantage_std_floor": st.sampled_from([0.0, 0.1, 0.5]),
+    "signal_free_entropy": st.booleans(),
+    "normalize_advantages": st.booleans(),
+}
+
+
+@given(
+    st.fixed_dictionaries({}, optional=_FIELDS)  # any field may be missing (older runs)
+)
+def test_a_rule_is_named_by_the_fields_that_matter_to_it(settings_):
+    from agentbench_poad.rl.config import reward_free_rule
+
+    normalised = settings_.get("normalize_advantages", True)
+    plain_norm = (settings_.get("normalize_over"), settings_.get("advantage_std_floor"))
+    entropy = settings_.get("signal_free_entropy", True)  # on in every run before the field
+    skip = settings_.get("skip_signal_free")
+    expected = None
+    if skip is True and (not normalised or plain_norm == ("minibatch", 0.0)):
+        expected = "skip"
+    elif skip is False and (not normalised or plain_norm == ("batch", 0.1)):
+        expected = "keep" if entropy else "keep-noent"
+    assert reward_free_rule(settings_) == expected
+
+
+def test_the_named_rules_are_the_ablations_and_the_default_is_one_of_them():
+    from pathlib import Path
+
+    from agentbench_poad.rl.config import REWARD_FREE_RULES, PPOConfig, reward_free_rule
+
+    tomllib = pytest.importorskip("tomllib")
+    spec = Path(__file__).resolve().parents[1] / "studies" / "reward-free-ablation"
+    groups = tomllib.loads((spec / "ablation.toml").read_text())["group"]
+    assert len(groups) == 18
+    for group in groups:  # every group's overrides name its label's rule
+        assert reward_free_rule(group["overrides"]) == group["label"], group["name"]
+    assert set(REWARD_FREE_RULES) == {g["label"] for g in groups}
+    assert reward_free_rule(PPOConfig().to_dict()) in REWARD_FREE_RULES

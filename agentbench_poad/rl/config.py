@@ -11,12 +11,62 @@ Field docstrings follow each field (read them in the source or with ``help(PPOCo
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from agentbench_poad.registration import BENCHMARK_FAMILIES, UnknownEnvError, env_facts
 
-__all__ = ["MINI_PRESETS", "PPOConfig", "family_of", "preset_for", "preset_names"]
+__all__ = [
+    "MINI_PRESETS",
+    "REWARD_FREE_RULES",
+    "PPOConfig",
+    "family_of",
+    "preset_for",
+    "preset_names",
+    "reward_free_rule",
+]
+
+#: The rules for an update whose rollout rewards are all equal (docs/agents.md, "Reward-free
+#: updates"), by name: the config fields each sets. ``skip`` takes no policy step there, so its
+#: entropy field does not matter; the normalisation fields matter only where advantages are
+#: normalised (``normalize_advantages``: the group agents leave it off).
+REWARD_FREE_RULES: dict[str, dict[str, Any]] = {
+    "skip": {"skip_signal_free": True, "normalize_over": "minibatch", "advantage_std_floor": 0.0},
+    "keep": {
+        "skip_signal_free": False,
+        "normalize_over": "batch",
+        "advantage_std_floor": 0.1,
+        "signal_free_entropy": True,
+    },
+    "keep-noent": {
+        "skip_signal_free": False,
+        "normalize_over": "batch",
+        "advantage_std_floor": 0.1,
+        "signal_free_entropy": False,
+    },
+}
+_NORMALISATION_FIELDS = ("normalize_over", "advantage_std_floor")
+
+
+def reward_free_rule(settings: Mapping[str, Any]) -> str | None:
+    """The name of the :data:`REWARD_FREE_RULES` entry ``settings`` follow, or None.
+
+    ``settings``: a config's fields (``PPOConfig.to_dict()``, a run's ``config.json``
+    ``algorithm``, a record's ``training.safeguards``). A field a rule reads but ``settings``
+    lacks is not that rule's, except ``signal_free_entropy``, which every run made before the
+    field existed had on; None: a combination no named rule has (e.g. no skip with per-minibatch
+    normalisation, the reference's rule).
+    """
+    normalised = settings.get("normalize_advantages", True)
+    for name, fields in REWARD_FREE_RULES.items():
+        if all(
+            settings.get(key, True if key == "signal_free_entropy" else None) == value
+            for key, value in fields.items()
+            if normalised or key not in _NORMALISATION_FIELDS
+        ):
+            return name
+    return None
 
 
 def family_of(env_id: str) -> str | None:

@@ -23,6 +23,7 @@ from agentbench_poad.leaderboard.records import (
 from agentbench_poad.leaderboard.report.paper import PaperResults, layout_tasks
 from agentbench_poad.leaderboard.report.stats import iqm_estimate, normalised
 from agentbench_poad.registration import UnknownEnvError, env_facts
+from agentbench_poad.rl.config import reward_free_rule
 
 #: The agent every other agent is compared with.
 REFERENCE_AGENT = "poad"
@@ -213,6 +214,10 @@ def agent_label(record: dict[str, Any], *, source: bool = False) -> str:
         label += " [custom guard]"
     if training.get("safeguards_default") is False:  # dual clip off or another noise rule
         label += " [non-default update rule]"
+        # and which reward-free rule the runs followed, where it is a named one
+        rule = reward_free_rule(training.get("safeguards") or {})
+        if rule is not None:
+            label += f" [reward-free: {rule}]"
     outside = (record.get("training") or {}).get("trainer_version")  # docs/integrations.md
     if outside:
         label += f" [trainer: {outside}]"
