@@ -102,14 +102,18 @@ def _settings(config) -> dict:
         (GROUP_SOURCE, {"normalize_advantages": True}, False),
         (POAD_SOURCE, {}, True),
         (POAD_SOURCE, {"normalize_advantages": False}, False),
-        (POAD_SOURCE, {"skip_signal_free": False}, False),
+        # the other reward-free rule than the default one, whichever that is
+        (POAD_SOURCE, lambda d: {"skip_signal_free": not d.skip_signal_free}, False),
+        (GROUP_SOURCE, lambda d: {"skip_signal_free": not d.skip_signal_free}, False),
         (None, {}, True),  # a run that names no algorithm: PPO's shared defaults
     ],
 )
 def test_safeguards_are_judged_against_the_runs_algorithm(source, change, default):
     from agentbench_poad.leaderboard.from_run import algorithm_defaults, safeguards_are_default
 
-    settings = {**_settings(algorithm_defaults(source)), **change}
+    defaults = algorithm_defaults(source)
+    change = change(defaults) if callable(change) else change
+    settings = {**_settings(defaults), **change}
     assert safeguards_are_default(settings, source) is default
 
 
@@ -131,7 +135,19 @@ def test_backfill_corrects_a_stale_update_rule_flag(tmp_path):
     data = json.loads(source.read_text())
     if (data.get("training") or {}).get("safeguards") is None:
         pytest.skip("the committed GRPO record predates the safeguard fields")
-    data["training"]["safeguards_default"] = False  # what the shared-default rule wrote
+    # runs with GRPO's own defaults (whichever reward-free rule is the default today), flagged
+    # non-default as the shared-default rule (PPO's config) once did for every group agent
+    from agentbench_poad.leaderboard.from_run import (
+        ADDED_SAFEGUARD_FIELDS,
+        SAFEGUARD_FIELDS,
+        algorithm_defaults,
+    )
+
+    defaults = algorithm_defaults(data["training"].get("algorithm"))
+    data["training"]["safeguards"] = {
+        k: getattr(defaults, k) for k in (*SAFEGUARD_FIELDS, *ADDED_SAFEGUARD_FIELDS)
+    }
+    data["training"]["safeguards_default"] = False
     path = tmp_path / source.name
     path.write_text(json.dumps(data))
     changes = backfill_record(find_record(str(path), tmp_path))

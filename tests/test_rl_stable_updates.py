@@ -165,10 +165,13 @@ def _lora(agent):
 
 
 @pytest.mark.parametrize("name", AGENTS)
-def test_a_reward_free_batch_leaves_the_policy_unchanged(name, tiny_model):
-    """Under the default rule an update whose rewards are all equal takes no policy step: the
+def test_a_reward_free_batch_leaves_the_policy_unchanged_under_skip(name, tiny_model):
+    """Under the ``skip`` rule an update whose rewards are all equal takes no policy step: the
     adapter is bit-for-bit the same (the critic, where there is one, still learns)."""
-    agent = _agent(name, tiny_model)
+    from agentbench_poad.rl.config import REWARD_FREE_RULES
+
+    # the rule is set where the config is built (ArCHer re-reads its config on every update)
+    agent = _agent(name, tiny_model, **REWARD_FREE_RULES["skip"])
     assert agent.config.skip_signal_free
     buffer = _rollout_batch(agent)
     records = buffer.steps() if callable(buffer.steps) else [r for t in buffer.steps for r in t]
