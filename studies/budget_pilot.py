@@ -82,8 +82,8 @@ def _sibling(name: str):
 def collect(out: Path, ablation: Path | None) -> tuple[dict, str | None]:
     """Rows per task and multiplier; Food Preparation's 1x from the ablation's chosen rule.
 
-    Returns the rows and the ablation's decision (None while the ablation is not complete: its
-    runs then stand for no budget).
+    Returns the rows and the ablation's decision (None until it is settled: its runs then stand
+    for no budget).
     """
     reward_free = _sibling("reward_free_ablation")
     rows: dict[str, dict[int, list[dict]]] = {task: {} for task in BASE_STEPS}
@@ -102,8 +102,8 @@ def collect(out: Path, ablation: Path | None) -> tuple[dict, str | None]:
         finished = {
             r: sum(row["rule"] == r for row in ablation_rows) for r in reward_free.SIMPLICITY
         }
-        if all(n == reward_free.RUNS_PER_RULE for n in finished.values()):
-            rule = reward_free.decide(counting)
+        rule = reward_free.settled(counting, finished)  # None until no run left can change it
+        if rule is not None:
             rows[FOOD_PREPARATION][1] = [
                 row
                 for row in ablation_rows

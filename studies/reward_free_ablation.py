@@ -8,8 +8,9 @@ that pass the written criterion, and applies the written decision rule::
 
 A run **counts** when its final success rate is at least :data:`SUCCESS` and no minibatch of any
 update had |policy loss| > :data:`MAX_LOSS` or a pre-clip gradient norm > :data:`MAX_NORM`. The
-rule with the most counting runs wins; ties go to the simplest (:data:`SIMPLICITY`). Runs not
-finished yet are listed as such; the decision is only printed once every run of the spec is in.
+rule with the most counting runs wins; ties go to the simplest (:data:`SIMPLICITY`). The
+decision is printed once every run of the spec is in, or earlier once it is settled: no result
+of the runs left could change it (:func:`settled`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,26 @@ def decide(counting: Mapping[str, int]) -> str:
     """The rule with the most counting runs; ties to the earliest of :data:`SIMPLICITY`."""
     best = max(counting.values())
     return next(rule for rule in SIMPLICITY if counting.get(rule) == best)
+
+
+def settled(counting: Mapping[str, int], finished: Mapping[str, int]) -> str | None:
+    """The rule :func:`decide` will choose whatever the runs not finished yet give, or None.
+
+    A rule is settled when its counting runs so far beat every other rule's best case (all of
+    that rule's unfinished runs counting), a tie going to the earlier of :data:`SIMPLICITY`.
+    With every run finished this is :func:`decide`.
+    """
+    best_case = {r: counting.get(r, 0) + RUNS_PER_RULE - finished.get(r, 0) for r in SIMPLICITY}
+    for rule in SIMPLICITY:
+        mine = counting.get(rule, 0)
+        if all(
+            mine > best_case[other]
+            or (mine == best_case[other] and SIMPLICITY.index(rule) < SIMPLICITY.index(other))
+            for other in SIMPLICITY
+            if other != rule
+        ):
+            return rule
+    return None
 
 
 def _rule(run_dir: Path) -> str:
@@ -133,11 +154,21 @@ def main(argv: list[str] | None = None) -> int:
             f"{rule}: {counting[rule]} counting of {finished[rule]} finished ({RUNS_PER_RULE} planned)"
         )
     complete = all(finished[rule] == RUNS_PER_RULE for rule in SIMPLICITY)
-    decision = decide(counting) if complete else None
-    print(f"decision: {decision or 'not yet (runs missing)'}")
+    decision = decide(counting) if complete else settled(counting, finished)
+    if decision is None:
+        print("decision: not yet (runs missing)")
+    elif complete:
+        print(f"decision: {decision}")
+    else:
+        left = sum(RUNS_PER_RULE - finished[rule] for rule in SIMPLICITY)
+        print(f"decision: {decision} (settled: no result of the {left} runs left can change it)")
     if args.out_json:
         args.out_json.write_text(
-            json.dumps({"rows": rows, "counting": counting, "decision": decision}, indent=2) + "\n"
+            json.dumps(
+                {"rows": rows, "counting": counting, "decision": decision, "complete": complete},
+                indent=2,
+            )
+            + "\n"
         )
     return 0
 

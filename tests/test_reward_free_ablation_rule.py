@@ -40,3 +40,26 @@ def test_the_most_counting_runs_win_and_ties_go_to_keep_then_skip(numbers):
     else:
         expected = "keep-noent"
     assert ablation.decide(counting) == expected
+
+
+@given(
+    st.tuples(*(st.integers(0, 12) for _ in range(3))),
+    st.tuples(*(st.integers(0, 12) for _ in range(3))),
+)
+def test_a_settled_decision_is_the_one_every_completion_of_the_runs_gives(finished_, counting_):
+    import itertools
+
+    rules = ("skip", "keep", "keep-noent")
+    finished = dict(zip(rules, finished_))
+    counting = {r: min(c, finished[r]) for r, c in zip(rules, counting_)}
+    left = {r: ablation.RUNS_PER_RULE - finished[r] for r in rules}
+    # every way the runs left could end: each rule gains 0..left of counting runs
+    outcomes = {
+        ablation.decide({r: counting[r] + extra for r, extra in zip(rules, gains)})
+        for gains in itertools.product(*(range(left[r] + 1) for r in rules))
+    }
+    settled = ablation.settled(counting, finished)
+    if settled is None:
+        assert len(outcomes) > 1  # some completion would choose another rule
+    else:
+        assert outcomes == {settled}
