@@ -206,19 +206,21 @@ class PPOConfig:
     first fair study); docs/agents.md, "One KL guard"."""
     normalize_advantages: bool = True
     """Normalise advantages over real tokens (population std, over ``normalize_over``)."""
-    normalize_over: str = "minibatch"
-    """Where advantages are normalised: "minibatch" (per minibatch, the reference's rule) or
-    "batch" (once over the whole rollout batch)."""
-    advantage_std_floor: float = 0.0
+    normalize_over: str = "batch"
+    """Where advantages are normalised: "batch" (once over the whole rollout batch, the
+    default) or "minibatch" (per minibatch, the reference's rule)."""
+    advantage_std_floor: float = 0.1
     """The standard deviation advantages are divided by is at least this (reward units), so a
     batch whose advantages are a critic's small noise is not scaled up to unit variance
-    (0: no floor, the reference's rule)."""
-    skip_signal_free: bool = True
+    (0: no floor, the reference's rule). The default 0.1 is rule (b) ``keep`` of
+    docs/agents.md, "Reward-free updates"."""
+    skip_signal_free: bool = False
     """Take no policy step in an update whose rollout rewards are all equal (no reward signal):
     the critic still learns, the policy does not move on its noise. Applies to every agent
     (a group agent's advantages are then exactly 0; skipping also drops the entropy bonus).
-    The default since the stable-updates ablation chose it over normalising over the batch with
-    a floor and over no normalisation (docs/agents.md, "Stable updates")."""
+    Off by default since the reward-free ablation chose rule (b) ``keep`` (batch normalisation
+    with a std floor, a policy step with the entropy bonus on every update) over it
+    (docs/agents.md, "Reward-free updates"); it was the default before, fair-cpu-v2's rule."""
     signal_free_entropy: bool = True
     """Keep the entropy bonus on an update whose rollout rewards are all equal (the paper's
     agents keep it on every update). False drops it there (the reward-free-update ablation's

@@ -92,9 +92,9 @@ class PPOSettings:
     target_kl: float | None = 0.02
     normalize_advantages: bool = True
     max_chunk_tokens: int | None = None
-    normalize_over: str = "minibatch"
-    advantage_std_floor: float = 0.0
-    skip_signal_free: bool = True
+    normalize_over: str = "batch"
+    advantage_std_floor: float = 0.1
+    skip_signal_free: bool = False
     signal_free_entropy: bool = True
     dual_clip: float | None = 3.0
     max_log_ratio: float = 20.0
