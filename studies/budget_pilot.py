@@ -95,14 +95,8 @@ def collect(out: Path, ablation: Path | None) -> tuple[dict, str | None]:
     rule = None
     if ablation is not None and (ablation / "records").is_dir():
         ablation_rows = reward_free.collect(ablation)
-        counting = {
-            r: sum(row["counts"] for row in ablation_rows if row["rule"] == r)
-            for r in reward_free.SIMPLICITY
-        }
-        finished = {
-            r: sum(row["rule"] == r for row in ablation_rows) for r in reward_free.SIMPLICITY
-        }
-        rule = reward_free.settled(counting, finished)  # None until no run left can change it
+        # None until no run left can change it
+        rule = reward_free.settled(*reward_free.tally(ablation_rows))
         if rule is not None:
             rows[FOOD_PREPARATION][1] = [
                 row

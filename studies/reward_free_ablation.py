@@ -53,6 +53,14 @@ def decide(counting: Mapping[str, int]) -> str:
     return next(rule for rule in SIMPLICITY if counting.get(rule) == best)
 
 
+def tally(rows: Iterable[Mapping]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per rule: the counting runs and the finished runs among ``rows`` (:func:`collect`'s)."""
+    rows = list(rows)
+    counting = {rule: sum(r["counts"] for r in rows if r["rule"] == rule) for rule in SIMPLICITY}
+    finished = {rule: sum(r["rule"] == rule for r in rows) for rule in SIMPLICITY}
+    return counting, finished
+
+
 def settled(counting: Mapping[str, int], finished: Mapping[str, int]) -> str | None:
     """The rule :func:`decide` will choose whatever the runs not finished yet give, or None.
 
@@ -146,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = collect(args.out)
     print(table(rows))
-    counting = {rule: sum(r["counts"] for r in rows if r["rule"] == rule) for rule in SIMPLICITY}
-    finished = {rule: sum(r["rule"] == rule for r in rows) for rule in SIMPLICITY}
+    counting, finished = tally(rows)
     print()
     for rule in SIMPLICITY:
         print(
