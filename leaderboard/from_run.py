@@ -25,6 +25,7 @@ from agentbench_poad.leaderboard.curves import (  # noqa: F401 - the CURVE_X nam
 from agentbench_poad.leaderboard.records import RecordError
 from agentbench_poad.leaderboard.runs import resolve_run, stored_run_path
 from agentbench_poad.registration import env_facts
+from agentbench_poad.rl.config import IMPLIED_WHEN_ABSENT
 
 #: How the best code found during training is labelled in records and reports.
 BEST_CODE_LABEL = "best code found during training (not the final policy)"
@@ -100,7 +101,7 @@ SAFEGUARD_FIELDS = (
 #: Safeguard fields added after records existed, with the value every earlier run used: a run
 #: config that lacks one ran with that value (its record's ``safeguards`` then omit it, so the
 #: records made before it existed recompute unchanged).
-ADDED_SAFEGUARD_FIELDS = {"signal_free_entropy": True}
+ADDED_SAFEGUARD_FIELDS = IMPLIED_WHEN_ABSENT
 
 
 def algorithm_defaults(algorithm_source: dict[str, Any] | None) -> Any:

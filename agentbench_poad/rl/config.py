@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from agentbench_poad.registration import BENCHMARK_FAMILIES, UnknownEnvError, env_facts
 
 __all__ = [
+    "IMPLIED_WHEN_ABSENT",
     "MINI_PRESETS",
     "REWARD_FREE_RULES",
     "PPOConfig",
@@ -47,6 +48,9 @@ REWARD_FREE_RULES: dict[str, dict[str, Any]] = {
     },
 }
 _NORMALISATION_FIELDS = ("normalize_over", "advantage_std_floor")
+#: Update-rule fields added after runs existed, with the value every earlier run used: a run
+#: config or record that lacks one ran with that value.
+IMPLIED_WHEN_ABSENT: dict[str, Any] = {"signal_free_entropy": True}
 
 
 def reward_free_rule(settings: Mapping[str, Any]) -> str | None:
@@ -54,14 +58,14 @@ def reward_free_rule(settings: Mapping[str, Any]) -> str | None:
 
     ``settings``: a config's fields (``PPOConfig.to_dict()``, a run's ``config.json``
     ``algorithm``, a record's ``training.safeguards``). A field a rule reads but ``settings``
-    lacks is not that rule's, except ``signal_free_entropy``, which every run made before the
-    field existed had on; None: a combination no named rule has (e.g. no skip with per-minibatch
+    lacks is not that rule's, except one of :data:`IMPLIED_WHEN_ABSENT`, read as the value
+    every run made before it existed had; None: a combination no named rule has (e.g. no skip with per-minibatch
     normalisation, the reference's rule).
     """
     normalised = settings.get("normalize_advantages", True)
     for name, fields in REWARD_FREE_RULES.items():
         if all(
-            settings.get(key, True if key == "signal_free_entropy" else None) == value
+            settings.get(key, IMPLIED_WHEN_ABSENT.get(key)) == value
             for key, value in fields.items()
             if normalised or key not in _NORMALISATION_FIELDS
         ):
