@@ -8,6 +8,9 @@ runs both reach :data:`SUCCESS`::
     python studies/budget_pilot.py runs/budget-pilot --ablation runs/reward-free-ablation
 
 Per task it prints the chosen budget, that none passed up to 4x, or the group to run next.
+The plan (tasks, today's budgets, multipliers, agents and seeds) is read from the pilot's spec,
+``studies/budget-pilot/pilot.toml`` (:func:`load_plan`), so the decision cannot drift from the
+runs the spec asks for.
 """
 
 from __future__ import annotations
@@ -18,23 +21,87 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
+
+import tomllib
 
 #: The written criterion: a budget passes when some agent's runs all reach this success rate.
 SUCCESS = 0.5
-#: Today's (1x) budgets and the multipliers tried, smallest first.
-BASE_STEPS = {
-    "VirtualHome-FoodPreparation-v0": 12288,
-    "Overcooked-TomatoLettuceSalad-v0": 6144,
-}
-MULTIPLIERS = (1, 2, 4)
-AGENTS = ("poad", "ntpo", "grpo")
-SEEDS = (1000, 1001)
-#: The spec's group prefix of each task (``--group <prefix>-<N>x``).
-GROUP_PREFIX = {
-    "VirtualHome-FoodPreparation-v0": "foodprep",
-    "Overcooked-TomatoLettuceSalad-v0": "tomato-lettuce",
-}
+#: The pilot's spec: the runs the decision reads.
+SPEC = Path(__file__).resolve().parent / "budget-pilot" / "pilot.toml"
+#: Food Preparation's 1x budget is run by the reward-free ablation, not by the pilot's spec.
 FOOD_PREPARATION = "VirtualHome-FoodPreparation-v0"
+
+
+class Plan(NamedTuple):
+    """What the pilot's spec asks for: every task's budgets and the runs of each."""
+
+    base_steps: dict[str, int]  # today's (1x) budget per task
+    multipliers: tuple[int, ...]  # budgets tried, smallest first (1x always)
+    agents: tuple[str, ...]
+    seeds: tuple[int, ...]
+    group_prefix: dict[str, str]  # ``--group <prefix>-<N>x`` per task
+
+
+def load_plan(spec: Path = SPEC) -> Plan:
+    """Read the plan from the pilot's spec; raise ``ValueError`` where it breaks the protocol.
+
+    Each group is ``<prefix>-<N>x/<part>`` labelled ``"<N>x"`` with ``total_steps`` = N times
+    the task's 1x budget, and every budget of every task runs the same agents and seeds (the
+    rule compares one agent's seeds across budgets).
+    """
+    data = tomllib.loads(spec.read_text())
+    base = {task: int(steps) for task, steps in data["study"]["total_steps"].items()}
+    multipliers, agents, seeds, prefix = {1}, {}, set(), {}  # agents: in the spec's order
+    runs: dict[tuple[str, int], set] = {}
+    for group in data.get("group", []):
+        name = group["name"]
+        for task in group["envs"]:
+            if task not in base:
+                raise ValueError(f"{spec}: group {name!r} trains {task}, which has no 1x budget")
+            steps = int(group.get("total_steps", base[task]))
+            multiplier, rest = divmod(steps, base[task])
+            if rest or group.get("label") != f"{multiplier}x":
+                raise ValueError(
+                    f"{spec}: group {name!r}: {steps} steps is not the {group.get('label')} "
+                    f"of {task}'s {base[task]} (label groups '<N>x' with N x the 1x budget)"
+                )
+            head = name.split("/")[0]
+            if head != f"{head.rsplit('-', 1)[0]}-{multiplier}x":
+                raise ValueError(f"{spec}: group {name!r} is not named '<task>-{multiplier}x/...'")
+            prefix[task] = head.rsplit("-", 1)[0]
+            multipliers.add(multiplier)
+            agents.update(dict.fromkeys(group["agents"]))
+            seeds.update(group["seeds"])
+            runs.setdefault((task, multiplier), set()).update(
+                (agent, seed) for agent in group["agents"] for seed in group["seeds"]
+            )
+    full = {(agent, seed) for agent in agents for seed in seeds}
+    for (task, multiplier), have in sorted(runs.items()):
+        if have != full:
+            raise ValueError(
+                f"{spec}: {task} at {multiplier}x runs {sorted(have)}, not every agent x seed"
+            )
+    missing = set(base) - set(prefix)
+    if missing:
+        raise ValueError(f"{spec}: no group trains {sorted(missing)}")
+    return Plan(
+        base_steps=base,
+        multipliers=tuple(sorted(multipliers)),
+        agents=tuple(agents),
+        seeds=tuple(sorted(seeds)),
+        group_prefix=prefix,
+    )
+
+
+PLAN = load_plan()
+#: Today's (1x) budgets and the multipliers tried, smallest first (from the spec).
+BASE_STEPS = PLAN.base_steps
+MULTIPLIERS = PLAN.multipliers
+AGENTS = PLAN.agents
+SEEDS = PLAN.seeds
+#: The spec's group prefix of each task (``--group <prefix>-<N>x``).
+GROUP_PREFIX = PLAN.group_prefix
 
 
 def passing_agents(rows: Iterable[Mapping]) -> list[str]:

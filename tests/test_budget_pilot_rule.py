@@ -63,3 +63,38 @@ def test_the_script_reports_every_task_on_an_empty_folder(tmp_path, capsys):
     assert "update rule (the reward-free ablation's decision): not yet decided" in out
     assert "VirtualHome-FoodPreparation-v0: waits for the reward-free ablation" in out
     assert "Overcooked-TomatoLettuceSalad-v0: run --group tomato-lettuce-1x next" in out
+
+
+def test_the_plan_is_the_pilot_specs(tmp_path):
+    # the decision's agents, seeds and budgets are the spec's, read from pilot.toml
+    plan = pilot.load_plan()
+    assert plan.agents == AGENTS and plan.seeds == SEEDS
+    assert plan.multipliers == (1, 2, 4)
+    assert plan.base_steps == {
+        "VirtualHome-FoodPreparation-v0": 12288,
+        "Overcooked-TomatoLettuceSalad-v0": 6144,
+    }
+    assert plan.group_prefix["Overcooked-TomatoLettuceSalad-v0"] == "tomato-lettuce"
+    # an edit of the spec moves the plan with it: a third seed in every group
+    text = pilot.SPEC.read_text().replace("seeds = [1000, 1001]", "seeds = [1000, 1001, 1002]")
+    (tmp_path / "pilot.toml").write_text(text)
+    assert pilot.load_plan(tmp_path / "pilot.toml").seeds == (1000, 1001, 1002)
+
+
+def test_a_spec_that_breaks_the_protocol_is_refused(tmp_path):
+    spec = pilot.SPEC.read_text()
+    cases = {
+        # a budget that is no multiple of the 1x budget its label claims
+        "steps": spec.replace("total_steps = 24576", "total_steps = 20000", 1),
+        # one budget's groups without a seed the others run
+        "seeds": spec.replace("seeds = [1000, 1001]", "seeds = [1000]", 1),
+    }
+    for why, text in cases.items():
+        path = tmp_path / f"{why}.toml"
+        path.write_text(text)
+        try:
+            pilot.load_plan(path)
+        except ValueError as err:
+            assert str(path) in str(err), why
+        else:
+            raise AssertionError(f"a spec with broken {why} was accepted")
