@@ -29,7 +29,9 @@ comparison with its verdict (``speed-pairs:<env id>``), in :mod:`.speed`; what o
 verdicts became in a later
 study of the same pairs, from the board and its history together (``changes:BEFORE:AFTER``,
 study names); the summary that opens docs/results.md, one row per comparison that tests a
-claim of the paper (``summary``, :mod:`.summary`, the board and its history). The record tables
+claim of the paper (``summary``, :mod:`.summary`, the board and its history). Any record table
+may name the studies whose records it shows (``NAME@STUDY`` or ``NAME@A,B``): a later study's
+record that replaced one of theirs gives way to theirs again (:func:`as_study_left_it`). The record tables
 live in :mod:`.record_tables`, the fair comparison's in :mod:`.fair_tables`; this module finds
 the regions, fills them and is the command.
 """
@@ -119,9 +121,57 @@ def fill(
     ``changes:BEFORE:AFTER`` reads the records and ``history`` (the records the board's history
     holds) together, and so does ``summary`` (:mod:`.summary`).
 
+    ``NAME@STUDY`` is the table NAME over the board as study STUDY left it
+    (:func:`as_study_left_it`): a later study's record that replaced one of STUDY's (and moved
+    it to the history) gives way to STUDY's own again, so a study's page keeps showing the
+    records it reasons about while the board moves on; ``NAME@A,B`` does so for each study.
+
     Raises:
-        ValueError: a region names a table the records cannot give.
+        ValueError: a region names a table the records cannot give, or a study with no record.
     """
+
+    def replace(match: re.Match[str]) -> str:
+        name, _, studies = match.group("name").partition("@")
+        board = list(records)
+        for study in filter(None, studies.split(",")):
+            board = as_study_left_it(board, history, study)
+        return _fill_one(name, match, board, paper, root, history)
+
+    return MARKER.sub(replace, text)
+
+
+def as_study_left_it(
+    records: Sequence[dict[str, Any]], history: Sequence[dict[str, Any]], study: str
+) -> list[dict[str, Any]]:
+    """The board's records with each one that replaced a record of ``study`` swapped back.
+
+    A record of the history made by ``study`` (:func:`~agentbench_poad.leaderboard.records.
+    record_study`) takes the place of the board's record of the same ``record_id``; every other
+    record stays as it is.
+
+    Raises:
+        ValueError: neither the board nor the history holds a record of ``study``.
+    """
+    from agentbench_poad.leaderboard.records import record_study
+
+    kept = {r["record_id"]: r for r in history if record_study(r) == study}
+    if not kept and not any(record_study(r) == study for r in records):
+        raise ValueError(
+            f"docs: a results-tables region names study {study!r}, which made no record on the "
+            "board or in its history (NAME@STUDY takes a record's config.study.study)"
+        )
+    return [kept.get(r.get("record_id"), r) for r in records]
+
+
+def _fill_one(
+    name: str,
+    match: re.Match[str],
+    records: Sequence[dict[str, Any]],
+    paper: PaperResults | None,
+    root: Path | None,
+    history: Sequence[dict[str, Any]],
+) -> str:
+    """One region ``match`` filled with the table ``name`` of ``records``."""
     inputs = Inputs(display_safe(list(records)), as_paper(paper))
     available = _tables(inputs)
 
@@ -137,37 +187,33 @@ def fill(
             raise ValueError(f"docs: a margins region names env(s) without records: {unknown}")
         return margin_table(inputs, a, b, env_ids)
 
-    def replace(match: re.Match[str]) -> str:
-        name = match.group("name")
-        if name.startswith("tuning:") and name.count(":") in (2, 3):
-            _, spec, out, *protocol = name.split(":")
-            base = Path.cwd() if root is None else Path(root)
-            table = tuning_table(base / spec, base / out, *protocol)
-            return f"{match.group(1)}{table}\n{match.group(4)}"
-        if name.startswith("run-curves:") and name.count(":") == 3:
-            _, spec, out, env_id = name.split(":")
-            base = Path.cwd() if root is None else Path(root)
-            table = run_curves_table(base / spec, base / out, env_id)
-            return f"{match.group(1)}{table}\n{match.group(4)}"
-        if name.startswith("changes:") and name.count(":") == 2:
-            _, before, after = name.split(":")
-            every = [*inputs.records, *display_safe(list(history))]
-            table = verdict_changes_table(every, before, after)
-            return f"{match.group(1)}{table}\n{match.group(4)}"
-        if name == "summary":
-            table = summary_table(inputs.records, display_safe(list(history)))
-            return f"{match.group(1)}{table}\n{match.group(4)}"
-        if name.startswith("margins:") and name.count(":") == 2:
-            _, pair, envs = name.split(":")
-            return f"{match.group(1)}{_margins(pair, envs.split(','))}\n{match.group(4)}"
-        if name not in available:
-            raise ValueError(
-                f"docs: a results-tables region names {name!r}, which the records do not give; "
-                f"known: {', '.join(sorted(available))}"
-            )
-        return f"{match.group(1)}{available[name]()}\n{match.group(4)}"
-
-    return MARKER.sub(replace, text)
+    if name.startswith("tuning:") and name.count(":") in (2, 3):
+        _, spec, out, *protocol = name.split(":")
+        base = Path.cwd() if root is None else Path(root)
+        table = tuning_table(base / spec, base / out, *protocol)
+        return f"{match.group(1)}{table}\n{match.group(4)}"
+    if name.startswith("run-curves:") and name.count(":") == 3:
+        _, spec, out, env_id = name.split(":")
+        base = Path.cwd() if root is None else Path(root)
+        table = run_curves_table(base / spec, base / out, env_id)
+        return f"{match.group(1)}{table}\n{match.group(4)}"
+    if name.startswith("changes:") and name.count(":") == 2:
+        _, before, after = name.split(":")
+        every = [*inputs.records, *display_safe(list(history))]
+        table = verdict_changes_table(every, before, after)
+        return f"{match.group(1)}{table}\n{match.group(4)}"
+    if name == "summary":
+        table = summary_table(inputs.records, display_safe(list(history)))
+        return f"{match.group(1)}{table}\n{match.group(4)}"
+    if name.startswith("margins:") and name.count(":") == 2:
+        _, pair, envs = name.split(":")
+        return f"{match.group(1)}{_margins(pair, envs.split(','))}\n{match.group(4)}"
+    if name not in available:
+        raise ValueError(
+            f"docs: a results-tables region names {name!r}, which the records do not give; "
+            f"known: {', '.join(sorted(available))}"
+        )
+    return f"{match.group(1)}{available[name]()}\n{match.group(4)}"
 
 
 def add_parser(sub: Any) -> None:
