@@ -52,8 +52,34 @@ IDENTITY_KEYS = ("agent", "env_id", "env_kwargs", "model", "seed", "algorithm")
 #: config.json key of the code each session of the run trained with: a list of
 #: ``{"from_update": N, "package_version", "git_commit", "git_dirty", "python", "compute"}``,
 #: one per session, ``from_update`` the checkpoint it resumed from (0: the start), ``compute``
-#: its device and dtype (``dtype_note`` when a GPU without bfloat16 made it float16).
+#: its device and dtype (``dtype_note`` when a GPU without bfloat16 made it float16), and
+#: ``torch_threads`` torch's intra-op thread count (sessions since it was added).
 CODE_SESSIONS = "code_sessions"
+#: The session key of torch's intra-op thread count: the order of a CPU float reduction
+#: follows it, so a run resumed under another count drifts by rounding from the run it continues.
+THREADS_KEY = "torch_threads"
+
+
+def _torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
+
+
+def warn_if_threads_differ(sessions: list[dict[str, Any]], threads: int, path: Path) -> None:
+    """Warn when this session computes with another torch thread count than the last one that
+    recorded it: exact resume holds for the same count only (float reductions then take the
+    same order; a Ray task of one CPU runs one thread, a plain process all cores)."""
+    recorded = [s[THREADS_KEY] for s in sessions if isinstance(s, dict) and THREADS_KEY in s]
+    if recorded and recorded[-1] != threads:
+        warnings.warn(
+            f"resuming {path} with {threads} torch thread(s) where its last session used "
+            f"{recorded[-1]}: float reductions change order, so the run drifts by rounding from "
+            f"an uninterrupted one; set torch.set_num_threads({recorded[-1]}) (or "
+            f"OMP_NUM_THREADS={recorded[-1]}) or resume it under the executor it ran on",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _compute(algorithm: dict[str, Any]) -> dict[str, Any]:
@@ -261,12 +287,16 @@ class RunDirectory:
                 "choose another output directory"
             )
         compute = _compute(spec.get("algorithm") or {})  # a missing GPU fails before mkdir
+        threads = _torch_threads()
+        if checkpoint is not None:
+            warn_if_threads_differ(sessions, threads, self.path)
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "checkpoints").mkdir(exist_ok=True)
         session = {
             "from_update": _checkpoint_update(checkpoint),
             **software_info(),
             "compute": compute,
+            THREADS_KEY: threads,
         }
         write_json(self.path / "config.json", {**spec, CODE_SESSIONS: [*sessions, session]})
         if checkpoint is None:
